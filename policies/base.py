@@ -1,0 +1,308 @@
+"""The Operator Manager policy interface the control loop and the simulator call once per period.
+
+Actions (paper 001, eq. 1) are integers in ``0 .. 2*N_res``, in the order the authors' simulator tries them:
+``0`` = do nothing, ``1 + t`` = remove one replica of type ``t``, ``1 + N_res + t`` = add one replica of type
+``t``. Greedy selection takes the first strictly smallest value in that order.
+
+Timing convention (one call per control period ``i``): the observation carries the deployment ``k_i`` that ran
+during the period just ended, the input rate measured in it and whether the operator violated its bound in it.
+The policy first learns from the transition that ended (previous state, previous action, incurred cost, new
+state), then proposes the action for the next period. The incurred cost of a period is
+``w_rcf * 1[previous action changed k] + w_res * price(k_i) / C_max + w_perf * 1[violated]``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from policies.model import CostWeights, OperatorSpec
+
+STATE_FORMAT_VERSION = 1
+
+
+def n_actions(n_res: int) -> int:
+    return 2 * n_res + 1
+
+
+def action_delta(action: int, n_res: int) -> tuple[int, int]:
+    """``(type index, +1/-1)`` of an action, ``(-1, 0)`` for do nothing."""
+    if action == 0:
+        return -1, 0
+    if 1 <= action <= n_res:
+        return action - 1, -1
+    if n_res < action <= 2 * n_res:
+        return action - 1 - n_res, +1
+    raise ValueError(f"action {action} out of range for {n_res} node types")
+
+
+def apply_action(k: np.ndarray, action: int) -> np.ndarray:
+    """The deployment after ``action`` (a new array)."""
+    t, d = action_delta(action, len(k))
+    out = np.array(k, dtype=np.int64, copy=True)
+    if d:
+        out[t] += d
+    return out
+
+
+def feasible_actions(k: np.ndarray, k_max: int, k_min: int = 1) -> list[int]:
+    """Actions allowed in deployment ``k``: never below ``k_min`` replicas in total nor above ``k_max``."""
+    n = len(k)
+    total = int(np.sum(k))
+    acts = [0]
+    if total > k_min:
+        acts.extend(1 + t for t in range(n) if k[t] > 0)
+    if total < k_max:
+        acts.extend(1 + n + t for t in range(n))
+    return acts
+
+
+def describe_action(action: int, node_type_names: list[str] | tuple[str, ...]) -> str:
+    t, d = action_delta(action, len(node_type_names))
+    if d == 0:
+        return "do nothing"
+    return f"{'add' if d > 0 else 'remove'} one replica on {node_type_names[t]}"
+
+
+@dataclass
+class Observation:
+    """What the control loop measured for one operator over the period that just ended.
+
+    ``deployment``: replicas per node type in place during the period (k_i).
+    ``input_rate``: mean input rate over the period (tuples/s).
+    ``response_time_s``: mean operator response time (s), if measured.
+    ``violated``: whether the operator's bound was exceeded; derived from ``response_time_s`` when None.
+    ``utilisation``: busy fraction of the busiest replica in [0, 1+], if measured.
+    ``complete``: False when metrics were missing: the policy must neither learn nor scale.
+    """
+
+    deployment: np.ndarray
+    input_rate: float
+    response_time_s: float | None = None
+    violated: bool | None = None
+    utilisation: float | None = None
+    complete: bool = True
+
+
+@dataclass
+class Proposal:
+    """An OM's proposal for the next period.
+
+    ``action``: action index (see module doc); ``deployment``: the deployment it leads to.
+    ``explanation``: human-readable reasons: the incurred cost terms of the last period and the estimated value of
+    each feasible alternative (lower is better), keyed by action description.
+    """
+
+    action: int
+    deployment: np.ndarray
+    explanation: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_noop(self) -> bool:
+        return self.action == 0
+
+
+def encode_state(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> bytes:
+    """Compact binary agent state: a versioned JSON header plus numpy arrays (``np.savez``), exact round trip."""
+    buf = io.BytesIO()
+    header = json.dumps({"format": STATE_FORMAT_VERSION, "meta": meta}, sort_keys=True).encode()
+    buf.write(len(header).to_bytes(4, "big"))
+    buf.write(header)
+    np.savez_compressed(buf, **arrays)
+    return buf.getvalue()
+
+
+def decode_state(data: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    n = int.from_bytes(data[:4], "big")
+    header = json.loads(data[4 : 4 + n])
+    if header.get("format") != STATE_FORMAT_VERSION:
+        raise ValueError(f"unsupported agent state format {header.get('format')!r}")
+    with np.load(io.BytesIO(data[4 + n :]), allow_pickle=False) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    return header["meta"], arrays
+
+
+class Policy(ABC):
+    """Base class of every Operator Manager policy.
+
+    Subclasses set ``name`` (the CLI/manifest name), define ``DEFAULTS`` (hyperparameters with the paper's
+    defaults) and implement ``_decide``, ``_learn``, ``_get_state``/``_set_state``.
+    """
+
+    name: ClassVar[str] = ""
+    DEFAULTS: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, spec: OperatorSpec, params: dict[str, Any] | None = None, seed: int = 0) -> None:
+        self.spec = spec
+        self.params = self.validate_params(params or {})
+        self.seed = seed
+        self.rng = np.random.default_rng(seed)
+        self.t = 0  # number of completed learning steps
+        self._prev: tuple[np.ndarray, float, int] | None = None  # (k, rate, action) of the last decision
+
+    # ---- parameters -------------------------------------------------------------------------------------
+    @classmethod
+    def validate_params(cls, params: dict[str, Any]) -> dict[str, Any]:
+        """Merge ``params`` over ``DEFAULTS``; unknown names or wrong types raise ValueError naming the field."""
+        out = dict(cls.DEFAULTS)
+        for key, value in params.items():
+            if key not in cls.DEFAULTS:
+                known = ", ".join(sorted(cls.DEFAULTS)) or "none"
+                raise ValueError(f"params.{key}: unknown parameter for policy {cls.name!r} (known: {known})")
+            default = cls.DEFAULTS[key]
+            if isinstance(default, bool) and not isinstance(value, bool):
+                raise ValueError(f"params.{key}: must be true or false, got {value!r}")
+            if isinstance(default, (int, float)) and not isinstance(default, bool):
+                if isinstance(value, bool) or not isinstance(value, (int, float)):
+                    raise ValueError(f"params.{key}: must be a number, got {value!r}")
+                if isinstance(default, int) and not isinstance(value, int):
+                    raise ValueError(f"params.{key}: must be an integer, got {value!r}")
+            if isinstance(default, str) and not isinstance(value, str):
+                raise ValueError(f"params.{key}: must be a string, got {value!r}")
+            out[key] = value
+        cls.check_params(out)
+        return out
+
+    @classmethod
+    def check_params(cls, params: dict[str, Any]) -> None:
+        """Range checks; override and raise ValueError("params.<name>: reason")."""
+
+    # ---- run-time reconfiguration (the AM) ---------------------------------------------------------------
+    def reconfigure(self, weights: CostWeights | None = None, r_max_s: float | None = None) -> None:
+        """Apply new cost weights and/or a new response-time bound (seconds) without losing what was learned."""
+        if weights is not None:
+            self.spec.weights = weights
+        if r_max_s is not None:
+            if not r_max_s > 0:
+                raise ValueError(f"r_max_s must be > 0, got {r_max_s}")
+            self.spec.r_max_s = r_max_s
+        self._on_reconfigure()
+
+    def _on_reconfigure(self) -> None:
+        """Hook: drop caches that depend on weights or R_max."""
+
+    # ---- the call the control loop makes ------------------------------------------------------------------
+    def violated(self, obs: Observation) -> bool:
+        if obs.violated is not None:
+            return bool(obs.violated)
+        if obs.response_time_s is None:
+            raise ValueError("observation has neither 'violated' nor 'response_time_s'")
+        return obs.response_time_s > self.spec.r_max_s
+
+    def act(self, k: np.ndarray, rate: float, violated: bool, obs: Observation | None = None) -> int:
+        """The fast path (used by the simulator): learn from the period that ended, return the next action.
+
+        ``k`` is the deployment in place during that period, ``rate`` its input rate (tuples/s) and ``violated``
+        whether the operator exceeded its bound.
+        """
+        prev = self._prev
+        if prev is not None:
+            k_prev, rate_prev, a_prev = prev
+            w = self.spec.weights
+            res = self.spec.price(k) / self.spec.c_max
+            cost = w.perf * violated + w.res * res + w.rcf * (a_prev != 0)
+            self._last_terms = (float(violated), res, float(a_prev != 0))
+            self._learn(k_prev, rate_prev, a_prev, cost, k, rate, violated, obs)
+            self.t += 1
+        action, _ = self._decide(k, rate, obs, False)
+        self._prev = (k, float(rate), action)
+        return action
+
+    def step(self, obs: Observation) -> Proposal:
+        """The control loop's call: learn from the period that ended (when the observation is complete) and
+        propose the next action with its explanation."""
+        k = np.array(obs.deployment, dtype=np.int64)
+        if not obs.complete:
+            return Proposal(0, k.copy(), {"reason": "incomplete metrics: no learning, no scaling"})
+        self._last_terms = None
+        action = self.act(k, obs.input_rate, self.violated(obs), obs)
+        _, values = self._decide(k, obs.input_rate, obs, True) if self._explains else (action, {})
+        names = [t.name for t in self.spec.node_types]
+        terms = self._last_terms
+        explanation: dict[str, Any] = {
+            "policy": self.name,
+            "action": describe_action(action, names),
+            "last_period_cost_terms": None
+            if terms is None
+            else {"perf": terms[0], "res": terms[1], "rcf": terms[2]},
+            "weights": {"perf": self.spec.weights.perf, "res": self.spec.weights.res, "rcf": self.spec.weights.rcf},
+            "r_max_s": self.spec.r_max_s,
+        }
+        if values:
+            explanation["alternatives"] = {describe_action(a, names): float(v) for a, v in values.items()}
+        return Proposal(action, apply_action(k, action), explanation)
+
+    #: whether ``_decide(..., explain=True)`` returns the values of the alternatives (it must then be free of
+    #: side effects such as exploration draws, so calling it twice does not change what the policy does).
+    _explains: ClassVar[bool] = False
+    _last_terms: tuple[float, float, float] | None = None
+
+    @abstractmethod
+    def _decide(
+        self, k: np.ndarray, rate: float, obs: Observation | None, explain: bool
+    ) -> tuple[int, dict[int, float]]:
+        """Choose an action for deployment ``k`` at ``rate`` (tuples/s). With ``explain`` return, without
+        drawing random numbers or changing state, the greedy action and the estimated value of every feasible
+        alternative (lower is better); otherwise return the action to take (exploration included) and ``{}``."""
+
+    def _learn(
+        self,
+        k_prev: np.ndarray,
+        rate_prev: float,
+        action: int,
+        cost: float,
+        k_now: np.ndarray,
+        rate_now: float,
+        violated: bool,
+        obs: Observation | None,
+    ) -> None:
+        """Learn from one transition; the default learns nothing (rule-based policies)."""
+
+    # ---- durable state ------------------------------------------------------------------------------------
+    def state_bytes(self) -> bytes:
+        """Everything needed to continue exactly: learned values, counters, RNG state, last decision."""
+        meta, arrays = self._get_state()
+        meta = dict(meta)
+        meta.update(
+            policy=self.name,
+            params=self.params,
+            t=self.t,
+            seed=self.seed,
+            rng=self.rng.bit_generator.state,
+            prev=None if self._prev is None else [self._prev[0].tolist(), self._prev[1], self._prev[2]],
+            weights=[self.spec.weights.perf, self.spec.weights.res, self.spec.weights.rcf],
+            r_max_s=self.spec.r_max_s,
+        )
+        return encode_state(meta, arrays)
+
+    def load_state(self, data: bytes) -> None:
+        meta, arrays = decode_state(data)
+        if meta.get("policy") != self.name:
+            raise ValueError(f"state belongs to policy {meta.get('policy')!r}, not {self.name!r}")
+        self.params = dict(meta["params"])
+        self.t = int(meta["t"])
+        self.seed = int(meta["seed"])
+        self.rng.bit_generator.state = meta["rng"]
+        prev = meta["prev"]
+        self._prev = None if prev is None else (np.array(prev[0], dtype=np.int64), float(prev[1]), int(prev[2]))
+        self.spec.weights = CostWeights(*meta["weights"])
+        self.spec.r_max_s = float(meta["r_max_s"])
+        self._set_state(meta, arrays)
+        self._on_reconfigure()
+
+    @classmethod
+    def from_state(cls, spec: OperatorSpec, data: bytes) -> Policy:
+        policy = cls(spec)
+        policy.load_state(data)
+        return policy
+
+    def _get_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        return {}, {}
+
+    def _set_state(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        pass

@@ -1,0 +1,1 @@
+"""Infrastructure Manager policies."""

@@ -1,0 +1,77 @@
+"""Names of every policy of the control hierarchy, as used in manifests, the API and the CLI.
+
+Classes are imported lazily so that validating a manifest does not import numpy-heavy modules it does not need.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# Operator Manager policies: name -> "module:Class".
+OM_POLICIES: dict[str, str] = {
+    "threshold": "policies.om.threshold:ThresholdCheapest",
+    "threshold-speedup": "policies.om.threshold:ThresholdFastest",
+    "threshold-first": "policies.om.threshold:ThresholdFirst",
+    "ql": "policies.om.qlearning:QLearning",
+    "ql-pds": "policies.om.qlearning:QLearningPDS",
+    "ql-pds-plus": "policies.om.qlearning:QLearningPDSPlus",
+    "model-based": "policies.om.model_based:ModelBased",
+    "dql": "policies.om.deep:DeepQLearning",
+    "dql-pds": "policies.om.deep:DeepQLearningPDS",
+    "dql-pds-plus": "policies.om.deep:DeepQLearningPDSPlus",
+    "dp": "policies.om.offline:OfflineOptimum",
+    "ds2": "policies.om.ds2:DS2",
+    "hpa": "policies.om.hpa:HPA",
+}
+
+# Application Manager, Region Manager and Infrastructure Manager policies (issue 4 fills these in).
+AM_POLICIES: dict[str, str] = {
+    "naive": "policies.am.naive:NaiveAM",
+    "bo": "policies.am.bo:BayesianAM",
+    "centralized": "policies.am.centralized:CentralizedAM",
+}
+RM_POLICIES: dict[str, str] = {
+    "simple": "policies.rm.simple:SimpleProvisioning",
+    "model-based": "policies.rm.model_based:ModelBasedRM",
+}
+IM_POLICIES: dict[str, str] = {
+    "cheapest-first": "policies.im.global_policy:CheapestFirst",
+    "region-preference": "policies.im.global_policy:RegionPreference",
+}
+
+POLICIES_BY_LEVEL: dict[str, dict[str, str]] = {
+    "om": OM_POLICIES,
+    "am": AM_POLICIES,
+    "rm": RM_POLICIES,
+    "im": IM_POLICIES,
+}
+
+
+def load(level: str, name: str) -> type:
+    """The class implementing policy ``name`` at ``level`` ("om", "am", "rm", "im")."""
+    table = POLICIES_BY_LEVEL.get(level)
+    if table is None:
+        raise ValueError(f"unknown policy level {level!r}: choose one of {', '.join(POLICIES_BY_LEVEL)}")
+    if name not in table:
+        raise ValueError(f"unknown {level} policy {name!r}: choose one of {', '.join(sorted(table))}")
+    module, _, cls = table[name].partition(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+def validate_params(level: str, name: str, params: dict[str, Any]) -> dict[str, Any]:
+    """Check a policy name and its parameters; raise ValueError naming the field. Returns merged params.
+
+    Policies not implemented yet accept only an empty parameter set.
+    """
+    table = POLICIES_BY_LEVEL.get(level, {})
+    if name not in table:
+        raise ValueError(f"unknown {level} policy {name!r}: choose one of {', '.join(sorted(table))}")
+    try:
+        cls = load(level, name)
+    except (ImportError, AttributeError):
+        if params:
+            raise ValueError(f"params: policy {name!r} takes no parameters yet") from None
+        return {}
+    validator = getattr(cls, "validate_params", None)
+    return validator(params) if validator else dict(params)

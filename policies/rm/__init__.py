@@ -1,0 +1,1 @@
+"""Region Manager policies."""

@@ -1,0 +1,146 @@
+"""Single-operator trace-driven simulation with exactly the semantics of paper 001's benchmark.
+
+Per step t with input rate lambda_t (see ``shared/design/paper-benchmark.md``):
+1. the violation and resource terms are evaluated on the deployment k_t in place, at rate lambda_t;
+2. the policy observes (k_t, lambda_t, violation) and picks an action, which is applied at once;
+3. the reconfiguration term of that action is charged to step t.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from policies.base import Policy, action_delta
+from policies.model import OperatorSpec
+
+
+@dataclass
+class SimResult:
+    """Per-step arrays of one run and their summary.
+
+    ``rate`` (tuples/s), ``response_time`` (s, inf when unstable), ``violation`` and ``reconfiguration``
+    (bool), ``price`` (deployment price, $/h), ``cost`` (weighted cost of eq. 2), ``replicas`` (total k),
+    ``deployment`` (steps x N_res, replicas per type in place during the step).
+    """
+
+    rate: np.ndarray
+    response_time: np.ndarray
+    violation: np.ndarray
+    reconfiguration: np.ndarray
+    price: np.ndarray
+    cost: np.ndarray
+    replicas: np.ndarray
+    deployment: np.ndarray
+    wall_seconds: float
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def steps(self) -> int:
+        return len(self.rate)
+
+    def summary(self) -> dict[str, Any]:
+        """avg_cost, violations_pct, reconfigurations_pct, avg_resource_cost ($/h), avg_replicas, wall_seconds."""
+        return {
+            "steps": self.steps,
+            "avg_cost": float(self.cost.mean()),
+            "violations_pct": 100.0 * float(self.violation.mean()),
+            "reconfigurations_pct": 100.0 * float(self.reconfiguration.mean()),
+            "avg_resource_cost": float(self.price.mean()),
+            "avg_replicas": float(self.replicas.mean()),
+            "wall_seconds": self.wall_seconds,
+        }
+
+
+class _ConfigCache:
+    """Response time and price of a deployment, cached per deployment (the hot path of a simulation)."""
+
+    def __init__(self, spec: OperatorSpec) -> None:
+        self.spec = spec
+        self.speedups = spec.speedups
+        self.prices = spec.prices
+        self.fast = spec.model.balancing == "round_robin" and spec.model.aggregation == "worst"
+        self._cache: dict[tuple[int, ...], tuple[int, float, float, float]] = {}
+
+    def entry(self, key: tuple[int, ...], k: np.ndarray) -> tuple[int, float, float, float]:
+        """(total replicas, mean service time of the slowest type in s, its variance in s^2, price in $/h)."""
+        hit = self._cache.get(key)
+        if hit is None:
+            m = self.spec.model
+            present = k > 0
+            slowest = float(self.speedups[present].min())
+            hit = (int(k.sum()), m.service_mean_s / slowest, m.variance / slowest**2, float(np.dot(k, self.prices)))
+            self._cache[key] = hit
+        return hit
+
+    def response_time(self, key: tuple[int, ...], k: np.ndarray, rate: float) -> tuple[float, float]:
+        """(response time in s, price in $/h) of deployment k at ``rate`` tuples/s."""
+        total, s, var, price = self.entry(key, k)
+        if not self.fast:
+            return self.spec.model.response_time(k, self.speedups, rate), price
+        lam = rate / total
+        rho = lam * s
+        if rho >= 1.0:
+            return float("inf"), price
+        return s + lam / 2.0 * (var + s * s) / (1.0 - rho), price
+
+
+def run_operator(
+    trace: np.ndarray,
+    policy: Policy,
+    spec: OperatorSpec | None = None,
+    k0: np.ndarray | None = None,
+    steps: int | None = None,
+) -> SimResult:
+    """Run ``policy`` over ``trace`` (tuples/s per step) in paper mode and return per-step results.
+
+    ``spec`` defaults to the policy's own (the true model: policies that need an approximate model perturb their
+    own copy). ``k0`` defaults to one replica of type 0.
+    """
+    spec = spec or policy.spec
+    trace = np.asarray(trace, dtype=float)
+    if steps is not None:
+        trace = trace[:steps]
+    n = len(trace)
+    n_res = spec.n_res
+    k = np.zeros(n_res, dtype=np.int64) if k0 is None else np.array(k0, dtype=np.int64)
+    if k0 is None:
+        k[0] = 1
+    cache = _ConfigCache(spec)
+    w = spec.weights
+    c_max = float(spec.c_max)
+    r_max = spec.r_max_s
+
+    rt = np.empty(n)
+    viol = np.zeros(n, dtype=bool)
+    rcf = np.zeros(n, dtype=bool)
+    price = np.empty(n)
+    cost = np.empty(n)
+    replicas = np.empty(n, dtype=np.int64)
+    deployment = np.empty((n, n_res), dtype=np.int16)
+
+    act = policy.act
+    key = tuple(k.tolist())
+    start = time.perf_counter()
+    for t in range(n):
+        rate = float(trace[t])
+        r, p = cache.response_time(key, k, rate)
+        violated = r > r_max
+        a = act(k, rate, violated)
+        rt[t] = r
+        viol[t] = violated
+        price[t] = p
+        deployment[t] = k
+        replicas[t] = cache.entry(key, k)[0]
+        cost[t] = w.perf * violated + w.res * p / c_max + w.rcf * (a != 0)
+        if a != 0:
+            rcf[t] = True
+            typ, d = action_delta(a, n_res)
+            k = k.copy()
+            k[typ] += d
+            key = tuple(k.tolist())
+    wall = time.perf_counter() - start
+    return SimResult(trace.copy(), rt, viol, rcf, price, cost, replicas, deployment, wall, {"policy": policy.name})
