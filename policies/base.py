@@ -230,7 +230,11 @@ class Policy(ABC):
             "last_period_cost_terms": None
             if terms is None
             else {"perf": terms[0], "res": terms[1], "rcf": terms[2]},
-            "weights": {"perf": self.spec.weights.perf, "res": self.spec.weights.res, "rcf": self.spec.weights.rcf},
+            "weights": {
+                "perf": self.spec.weights.perf,
+                "res": self.spec.weights.res,
+                "rcf": self.spec.weights.rcf,
+            },
             "r_max_s": self.spec.r_max_s,
         }
         if values:
@@ -289,7 +293,9 @@ class Policy(ABC):
         self.seed = int(meta["seed"])
         self.rng.bit_generator.state = meta["rng"]
         prev = meta["prev"]
-        self._prev = None if prev is None else (np.array(prev[0], dtype=np.int64), float(prev[1]), int(prev[2]))
+        self._prev = (
+            None if prev is None else (np.array(prev[0], dtype=np.int64), float(prev[1]), int(prev[2]))
+        )
         self.spec.weights = CostWeights(*meta["weights"])
         self.spec.r_max_s = float(meta["r_max_s"])
         self._set_state(meta, arrays)

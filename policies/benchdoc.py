@@ -11,7 +11,9 @@ import platform
 from pathlib import Path
 
 DEFAULT_PATH = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
-HEADER = "# Benchmarks\n\nEvery section below was produced by the command it names, on the machine it names.\n"
+HEADER = (
+    "# Benchmarks\n\nEvery section below was produced by the command it names, on the machine it names.\n"
+)
 
 
 def machine_line() -> str:

@@ -149,8 +149,10 @@ class QueueModel:
         lam = self.replica_rates(k, speedups, rate) * k
         if not np.isfinite(r[present]).all():
             return math.inf
-        return float((lam[present] * r[present]).sum() / lam[present].sum()) if rate > 0 else float(
-            r[present].min()
+        return (
+            float((lam[present] * r[present]).sum() / lam[present].sum())
+            if rate > 0
+            else float(r[present].min())
         )
 
     def utilisation(self, k: np.ndarray, speedups: np.ndarray, rate: float) -> float:

@@ -72,7 +72,12 @@ class _ConfigCache:
             m = self.spec.model
             present = k > 0
             slowest = float(self.speedups[present].min())
-            hit = (int(k.sum()), m.service_mean_s / slowest, m.variance / slowest**2, float(np.dot(k, self.prices)))
+            hit = (
+                int(k.sum()),
+                m.service_mean_s / slowest,
+                m.variance / slowest**2,
+                float(np.dot(k, self.prices)),
+            )
             self._cache[key] = hit
         return hit
 
@@ -143,4 +148,6 @@ def run_operator(
             k[typ] += d
             key = tuple(k.tolist())
     wall = time.perf_counter() - start
-    return SimResult(trace.copy(), rt, viol, rcf, price, cost, replicas, deployment, wall, {"policy": policy.name})
+    return SimResult(
+        trace.copy(), rt, viol, rcf, price, cost, replicas, deployment, wall, {"policy": policy.name}
+    )

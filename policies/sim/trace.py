@@ -23,7 +23,9 @@ def load_trace(path: str | Path, steps: int | None = None) -> np.ndarray:
             except ValueError:
                 raise ValueError(f"trace {str(p)!r} line {lineno}: not a number: {text[:40]!r}") from None
             if not np.isfinite(value) or value < 0:
-                raise ValueError(f"trace {str(p)!r} line {lineno}: rate must be a finite number >= 0, got {text!r}")
+                raise ValueError(
+                    f"trace {str(p)!r} line {lineno}: rate must be a finite number >= 0, got {text!r}"
+                )
             values.append(value)
             if steps is not None and len(values) >= steps:
                 break
