@@ -1,0 +1,143 @@
+"""The engine-agnostic connector interface.
+
+A connector is a pair (Monitor, Realizer) bound to one application running on one engine.
+
+- ``Monitor.collect(period)`` returns what happened during one control period: per-operator input rate
+  (tuples/s), processing rate (tuples/s), utilisation (busy fraction), response time (s) and backlog (tuples),
+  the deployment actually in place, and the end-to-end response time per source-to-sink path (s). A period whose
+  metrics are missing or partial is returned with ``complete=False`` and a reason: it must never look like zero load.
+- ``Realizer.apply(plan)`` brings the engine to the target deployment of every operator in the plan, verifies it and
+  returns what it did, including the measured downtime (s).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+Deployment = dict[str, int]
+"""Replicas per node-type name, e.g. ``{"vm.small": 2, "vm.large": 1}``."""
+
+
+@dataclass(frozen=True)
+class Period:
+    """Control period ``slot`` covering ``[start, end)`` (seconds since the epoch)."""
+
+    slot: int
+    start: float
+    end: float
+
+    @property
+    def length_s(self) -> float:
+        return self.end - self.start
+
+
+@dataclass
+class OperatorMetrics:
+    """One operator over one period. Rates in tuples/s, times in seconds, backlog in tuples."""
+
+    operator: str
+    deployment: Deployment
+    input_rate: float | None = None
+    processing_rate: float | None = None
+    utilisation: float | None = None
+    response_time_s: float | None = None
+    response_time_p95_s: float | None = None
+    service_time_mean_s: float | None = None
+    service_time_var_s2: float | None = None
+    backlog: float | None = None
+    complete: bool = True
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class PeriodMetrics:
+    """All operators of an application over one period, plus end-to-end response times per path (s)."""
+
+    period: Period
+    operators: dict[str, OperatorMetrics]
+    path_response_time_s: dict[str, float] = field(default_factory=dict)
+    complete: bool = True
+    reason: str = ""
+
+    @property
+    def end_to_end_response_time_s(self) -> float | None:
+        """Worst path's mean response time (s), None when not measured."""
+        return max(self.path_response_time_s.values()) if self.path_response_time_s else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "slot": self.period.slot,
+            "start": self.period.start,
+            "end": self.period.end,
+            "operators": {name: m.to_dict() for name, m in self.operators.items()},
+            "path_response_time_s": dict(self.path_response_time_s),
+            "complete": self.complete,
+            "reason": self.reason,
+        }
+
+
+@dataclass
+class ScalingPlan:
+    """Target deployment per operator for the next period (only operators that change)."""
+
+    targets: dict[str, Deployment]
+    slot: int
+    reason: str = ""
+
+    @property
+    def empty(self) -> bool:
+        return not self.targets
+
+
+@dataclass
+class ApplyResult:
+    """Outcome of applying a plan: what is now in place, how long the job was down (s), and any error."""
+
+    ok: bool
+    deployments: dict[str, Deployment]
+    downtime_s: float = 0.0
+    error: str = ""
+    rolled_back: bool = False
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class ConnectorError(RuntimeError):
+    """The engine could not be reached or refused an operation; the control loop retries with backoff."""
+
+
+class Monitor(ABC):
+    @abstractmethod
+    def collect(self, period: Period) -> PeriodMetrics:
+        """Metrics of ``period``; incomplete periods are flagged, never zero-filled."""
+
+
+class Realizer(ABC):
+    @abstractmethod
+    def apply(self, plan: ScalingPlan) -> ApplyResult:
+        """Apply ``plan``, verify the result on the engine, roll back on failure."""
+
+    @abstractmethod
+    def current(self) -> dict[str, Deployment]:
+        """The deployment of every operator as the engine reports it now."""
+
+
+class Connector(ABC):
+    """A monitor and a realizer for one application, built from its declared connector settings."""
+
+    engine: str = ""
+
+    @property
+    @abstractmethod
+    def monitor(self) -> Monitor: ...
+
+    @property
+    @abstractmethod
+    def realizer(self) -> Realizer: ...
+
+    def close(self) -> None:
+        """Release engine clients; the default has nothing to release."""
