@@ -213,6 +213,17 @@ class Policy(ABC):
         self._prev = (k, float(rate), action)
         return action
 
+    def override_last_action(self, applied_action: int) -> None:
+        """Record that the action actually applied after the last ``act()`` was ``applied_action``.
+
+        The Application Manager may deny a proposal; the realised transition is then a no-op (``0``). Calling this
+        before the next ``act()`` makes the policy learn from what was applied (the reconfiguration term and the
+        next deployment), not from what it proposed. No effect before the first decision.
+        """
+        if self._prev is not None:
+            k_prev, rate_prev, _ = self._prev
+            self._prev = (k_prev, rate_prev, int(applied_action))
+
     def step(self, obs: Observation) -> Proposal:
         """The control loop's call: learn from the period that ended (when the observation is complete) and
         propose the next action with its explanation."""
