@@ -1,0 +1,449 @@
+"""Deep Q-learning Operator Managers (paper 001, Alg. 2 and Sec. 4.3.1): ``dql``, ``dql-pds``, ``dql-pds-plus``.
+
+All three use a small fully connected numpy network (:mod:`policies.om.mlp`) trained online from an experience
+replay buffer (:mod:`policies.om.replay`): every ``train_every`` steps a batch of ``batch_size`` transitions is
+drawn and one SGD step is taken towards the Q-learning targets (paper Appendix B: 3 hidden ReLU layers each 3/4
+of its input width, buffer 10,000, a batch of 32 every 5 steps, SGD).
+
+- ``dql`` (Alg. 2): the network maps the encoded state ``(k, l)`` to one Q value per action; infeasible actions
+  are masked. Target ``y = c + gamma * min_{a' feasible} Q(s', a')`` on the output of the action taken.
+- ``dql-pds`` (Sec. 4.3.1): the network maps an encoded post-decision state ``(k + a, l)`` to one value
+  ``V~``. The known cost ``c_k(k, a) = w_res * price(k + a) / C_max + w_rcf * 1[a != 0]`` is computed exactly;
+  only the unknown cost ``c_u = w_perf * 1[violated]`` is learned: ``Q(s, a) = c_k(k, a) + V~(k + a, l)`` and
+  ``V~(k', l) <- c_u + gamma * min_{a'} Q(s', a')``.
+- ``dql-pds-plus``: as ``dql-pds`` with an estimate ``c^_u(k', rate) = w_perf * 1[R^(k', rate) > R_max]`` of the
+  unknown cost from an approximate queueing model (service rate off by a random 5-10 % with random sign, variance
+  = mean^2, node speedups off by up to 20 %, drawn once per agent from its seeded RNG; the rate is assumed
+  unchanged over the next period). Then ``Q(s, a) = c_k + c^_u + V~`` and the network learns only the
+  estimation error ``delta = c_u - c^_u``.
+
+State encoding ("reduced2", the one the paper selects in Appendix B.3, as in the authors' simulator): for every
+node type a one-hot vector of its replica count ``1..K_max`` (all zeros when the type is absent), a one-hot vector
+of the set of types present (``2^N - 1`` entries), and a one-hot vector of the rate level (30 entries). With 3
+types and K_max 10: 30 + 7 + 30 = 67 inputs, hidden layers 50, 38, 28.
+
+The replay buffer stores raw facts (deployments, rate levels and rates, action, violation flag), not costs, so the
+costs of old transitions follow the current weights and R_max after :meth:`reconfigure`.
+
+Run ``python -m policies.om.deep --bench`` for the decision-latency and whole-trace benchmark.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import numpy as np
+
+from policies.base import Observation, Policy
+from policies.model import OperatorSpec
+from policies.om.mlp import MLP, OPTIMIZERS, hidden_widths
+from policies.om.replay import ReplayBuffer
+
+# ---- hyperparameters (paper 001, Sec. 6.2 and Appendix B; see DEFAULTS) -----------------------------------
+GAMMA = 0.99  # discount factor
+REPLAY_SIZE = 10_000  # experience buffer capacity (transitions)
+BATCH_SIZE = 32  # transitions per training step
+TRAIN_EVERY = 5  # one training step every this many periods
+HIDDEN_LAYERS = 3  # hidden ReLU layers
+HIDDEN_RATIO = 0.75  # each hidden layer is 3/4 of its input width
+OPTIMIZER = "sgd"  # the paper trains with SGD (Deeplearning4j)
+LEARNING_RATE = 0.01  # not given in the paper; see docs/benchmarks.md "deep-rl" for how it was chosen
+EPSILON_DECAY = 0.95  # epsilon(t) = max(EPSILON_MIN, EPSILON_DECAY^(t-1)), as the tabular policies
+EPSILON_MIN = 0.01
+ENCODING = "reduced2"  # per-type one-hot counts + one-hot type set + one-hot rate level
+# QL+PDS+ approximate model (paper 001, Sec. 6.2): relative errors drawn once per agent
+APPROX_SERVICE_ERROR_MIN = 0.05
+APPROX_SERVICE_ERROR_MAX = 0.10
+APPROX_SPEEDUP_ERROR = 0.20
+
+ENCODINGS = ("reduced2", "reduced1", "minimal")
+
+
+def action_deltas(n_res: int) -> np.ndarray:
+    """``(2N+1, N)`` int64: the change of ``k`` each action makes (row 0 do nothing, 1+t remove, 1+N+t add)."""
+    d = np.zeros((2 * n_res + 1, n_res), dtype=np.int64)
+    for t in range(n_res):
+        d[1 + t, t] = -1
+        d[1 + n_res + t, t] = 1
+    return d
+
+
+def feasible_mask(ks: np.ndarray, k_max: int, k_min: int = 1) -> np.ndarray:
+    """``(B, 2N+1)`` bool: which actions each deployment row of ``ks`` (``B x N``) allows, as
+    :func:`policies.base.feasible_actions`."""
+    b, n = ks.shape
+    total = ks.sum(axis=1)
+    mask = np.empty((b, 2 * n + 1), dtype=bool)
+    mask[:, 0] = True
+    mask[:, 1 : 1 + n] = (ks > 0) & (total > k_min)[:, None]
+    mask[:, 1 + n :] = (total < k_max)[:, None]
+    return mask
+
+
+class StateEncoder:
+    """Turns states ``(k, rate level)`` into network inputs (paper 001, Appendix B.3), vectorised over rows.
+
+    ``reduced2``: per type one-hot of the count 1..K_max, one-hot of the set of types present, one-hot level.
+    ``reduced1``: as reduced2 with the level as one number ``l / (L - 1)``.
+    ``minimal``: ``k_t / K_max`` per type and ``l / (L - 1)``.
+    """
+
+    def __init__(self, n_res: int, k_max: int, n_levels: int, kind: str = ENCODING) -> None:
+        if kind not in ENCODINGS:
+            raise ValueError(f"params.encoding: must be one of {', '.join(ENCODINGS)}, got {kind!r}")
+        self.n_res, self.k_max, self.n_levels, self.kind = n_res, k_max, n_levels, kind
+        self._set_base = n_res * k_max
+        self._level_base = self._set_base + (2**n_res - 1)
+        self._type_offsets = np.arange(n_res, dtype=np.int64) * k_max
+        self._bits = (1 << np.arange(n_res, dtype=np.int64)).astype(np.int64)
+        if kind == "reduced2":
+            self.width = self._level_base + n_levels
+        elif kind == "reduced1":
+            self.width = self._level_base + 1
+        else:
+            self.width = n_res + 1
+
+    def encode(self, ks: np.ndarray, levels: np.ndarray) -> np.ndarray:
+        """``(B, width)`` float64 inputs for deployments ``ks`` (``B x N`` int) and levels ``levels`` (``B``)."""
+        b = ks.shape[0]
+        x = np.zeros((b, self.width))
+        lv_scale = 1.0 / max(1, self.n_levels - 1)
+        if self.kind == "minimal":
+            x[:, : self.n_res] = ks / self.k_max
+            x[:, self.n_res] = levels * lv_scale
+            return x
+        rows, cols = np.nonzero(ks > 0)
+        x[rows, self._type_offsets[cols] + ks[rows, cols] - 1] = 1.0
+        present = (ks > 0).astype(np.int64) @ self._bits
+        rb = np.arange(b)
+        x[rb, self._set_base + present - 1] = 1.0
+        if self.kind == "reduced2":
+            x[rb, self._level_base + levels] = 1.0
+        else:
+            x[:, self._level_base] = levels * lv_scale
+        return x
+
+
+class _DeepQBase(Policy):
+    """Common machinery: encoding, network, replay buffer, epsilon-greedy selection, durable state."""
+
+    DEFAULTS: ClassVar[dict[str, Any]] = {
+        "gamma": GAMMA,
+        "replay_size": REPLAY_SIZE,
+        "batch_size": BATCH_SIZE,
+        "train_every": TRAIN_EVERY,
+        "hidden_layers": HIDDEN_LAYERS,
+        "hidden_ratio": HIDDEN_RATIO,
+        "optimizer": OPTIMIZER,
+        "lr": LEARNING_RATE,
+        "epsilon_decay": EPSILON_DECAY,
+        "epsilon_min": EPSILON_MIN,
+        "encoding": ENCODING,
+    }
+    _explains: ClassVar[bool] = True
+    _pds: ClassVar[bool] = False  # the network learns V~(post-decision state) instead of Q(s, .)
+
+    @classmethod
+    def check_params(cls, params: dict[str, Any]) -> None:
+        if not 0 <= params["gamma"] < 1:
+            raise ValueError(f"params.gamma: must be in [0, 1), got {params['gamma']}")
+        for name in ("replay_size", "batch_size", "train_every"):
+            if params[name] < 1:
+                raise ValueError(f"params.{name}: must be >= 1, got {params[name]}")
+        if params["hidden_layers"] < 0:
+            raise ValueError(f"params.hidden_layers: must be >= 0, got {params['hidden_layers']}")
+        if not params["hidden_ratio"] > 0:
+            raise ValueError(f"params.hidden_ratio: must be > 0, got {params['hidden_ratio']}")
+        if params["optimizer"] not in OPTIMIZERS:
+            raise ValueError(
+                f"params.optimizer: must be one of {', '.join(OPTIMIZERS)}, got {params['optimizer']!r}"
+            )
+        if not params["lr"] > 0:
+            raise ValueError(f"params.lr: must be > 0, got {params['lr']}")
+        if not 0 < params["epsilon_decay"] <= 1:
+            raise ValueError(f"params.epsilon_decay: must be in (0, 1], got {params['epsilon_decay']}")
+        if not 0 <= params["epsilon_min"] <= 1:
+            raise ValueError(f"params.epsilon_min: must be in [0, 1], got {params['epsilon_min']}")
+        if params["encoding"] not in ENCODINGS:
+            raise ValueError(
+                f"params.encoding: must be one of {', '.join(ENCODINGS)}, got {params['encoding']!r}"
+            )
+
+    def __init__(self, spec: OperatorSpec, params: dict[str, Any] | None = None, seed: int = 0) -> None:
+        super().__init__(spec, params, seed)
+        n = spec.n_res
+        self.n_act = 2 * n + 1
+        self.deltas = action_deltas(n)
+        self.is_reconf = np.arange(self.n_act) != 0
+        self._draw_model_errors()
+        self._build()
+        self._on_reconfigure()
+
+    # ---- construction -----------------------------------------------------------------------------------
+    def _draw_model_errors(self) -> None:
+        """Hook for dql-pds-plus: draw the approximate model's errors from ``self.rng`` (before the weights)."""
+
+    def _build(self) -> None:
+        """Network and replay buffer from ``self.params`` (weights drawn from ``self.rng``)."""
+        p, spec = self.params, self.spec
+        self.encoder = StateEncoder(spec.n_res, spec.k_max, spec.rate_levels.n, p["encoding"])
+        hidden = hidden_widths(self.encoder.width, p["hidden_layers"], p["hidden_ratio"])
+        n_out = 1 if self._pds else self.n_act
+        self.net = MLP([self.encoder.width, *hidden, n_out], self.rng, p["optimizer"], p["lr"])
+        n = spec.n_res
+        self.replay = ReplayBuffer(
+            p["replay_size"],
+            {
+                "k": ((n,), np.int16),  # deployment in place during the period decided on (k_i)
+                "level": ((), np.int16),  # its rate level
+                "rate": ((), np.float64),  # its rate (tuples/s)
+                "action": ((), np.int16),
+                "k_next": ((n,), np.int16),  # deployment after the action (k_{i+1})
+                "level_next": ((), np.int16),
+                "rate_next": ((), np.float64),
+                "violated": ((), np.bool_),  # violation observed in the next period (k_{i+1}, rate_{i+1})
+            },
+        )
+        self.gamma = float(p["gamma"])
+        self.batch_size = int(p["batch_size"])
+        self.train_every = int(p["train_every"])
+        self.losses_seen = 0
+        self.last_loss = math.nan
+
+    def _on_reconfigure(self) -> None:
+        spec = self.spec
+        w = spec.weights
+        self.w_perf, self.w_res, self.w_rcf = float(w.perf), float(w.res), float(w.rcf)
+        self.price_scale = spec.prices * (self.w_res / float(spec.c_max))  # w_res * price / C_max per replica
+        self.level_width = spec.rate_levels.width
+        self.n_levels = spec.rate_levels.n
+
+    # ---- helpers ------------------------------------------------------------------------------------------
+    def level(self, rate: float) -> int:
+        """Rate level of ``rate`` (tuples/s), as :meth:`RateLevels.level`."""
+        if rate <= 0:
+            return 0
+        return min(int(rate // self.level_width), self.n_levels - 1)
+
+    def epsilon(self) -> float:
+        """Exploration probability before learning step ``t + 1``: ``max(eps_min, decay^t)``."""
+        return max(self.params["epsilon_min"], self.params["epsilon_decay"] ** max(0, self.t - 1))
+
+    def known_cost(self, ks_next: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        """``w_res * price(k + a) / C_max + w_rcf * 1[a != 0]`` for post-decision deployments ``ks_next``."""
+        return ks_next @ self.price_scale + self.w_rcf * (actions != 0)
+
+    def estimated_unknown_cost(self, ks: np.ndarray, rates: np.ndarray) -> np.ndarray | None:
+        """``c^_u`` of post-decision deployments ``ks`` at ``rates`` (tuples/s); None: no estimate (0)."""
+        return None
+
+    # ---- values ---------------------------------------------------------------------------------------------
+    def action_values(self, k: np.ndarray, rate: float) -> tuple[np.ndarray, np.ndarray]:
+        """Feasible actions of ``k`` and their estimated values (lower is better) at ``rate``."""
+        k = np.asarray(k, dtype=np.int64)
+        mask = feasible_mask(k[None, :], self.spec.k_max, self.spec.k_min)[0]
+        acts = np.flatnonzero(mask)
+        lvl = self.level(rate)
+        if not self._pds:
+            x = self.encoder.encode(k[None, :], np.array([lvl]))
+            return acts, self.net.predict(x)[0, acts]
+        ks = k[None, :] + self.deltas[acts]
+        x = self.encoder.encode(ks, np.full(len(acts), lvl))
+        values = self.net.predict(x)[:, 0] + self.known_cost(ks, acts)
+        est = self.estimated_unknown_cost(ks, np.full(len(acts), float(rate)))
+        if est is not None:
+            values += est
+        return acts, values
+
+    def _decide(
+        self, k: np.ndarray, rate: float, obs: Observation | None, explain: bool
+    ) -> tuple[int, dict[int, float]]:
+        if not explain and self.rng.random() < self.epsilon():
+            mask = feasible_mask(np.asarray(k, dtype=np.int64)[None, :], self.spec.k_max, self.spec.k_min)[0]
+            acts = np.flatnonzero(mask)
+            return int(acts[self.rng.integers(len(acts))]), {}
+        acts, values = self.action_values(k, rate)
+        best = int(acts[int(np.argmin(values))])  # first strictly smallest in action order
+        if not explain:
+            return best, {}
+        return best, {int(a): float(v) for a, v in zip(acts, values, strict=True)}
+
+    # ---- learning -------------------------------------------------------------------------------------------
+    def _learn(
+        self,
+        k_prev: np.ndarray,
+        rate_prev: float,
+        action: int,
+        cost: float,
+        k_now: np.ndarray,
+        rate_now: float,
+        violated: bool,
+        obs: Observation | None,
+    ) -> None:
+        self.replay.add(
+            k=k_prev,
+            level=self.level(rate_prev),
+            rate=rate_prev,
+            action=action,
+            k_next=k_now,
+            level_next=self.level(rate_now),
+            rate_next=rate_now,
+            violated=violated,
+        )
+        if (self.t + 1) % self.train_every == 0 and len(self.replay) >= self.batch_size:
+            self.train_batch(self.replay.sample(self.rng, self.batch_size))
+
+    def next_state_values(self, ks: np.ndarray, levels: np.ndarray, rates: np.ndarray) -> np.ndarray:
+        """``min_{a' feasible} Q(s', a')`` for each next state ``(ks[b], levels[b])`` of a batch."""
+        mask = feasible_mask(ks, self.spec.k_max, self.spec.k_min)
+        if not self._pds:
+            q = self.net.predict(self.encoder.encode(ks, levels))
+            return np.where(mask, q, np.inf).min(axis=1)
+        rows, acts = np.nonzero(mask)
+        kn = ks[rows] + self.deltas[acts]
+        values = self.net.predict(self.encoder.encode(kn, levels[rows]))[:, 0] + self.known_cost(kn, acts)
+        est = self.estimated_unknown_cost(kn, rates[rows])
+        if est is not None:
+            values += est
+        q = np.full(mask.shape, np.inf)
+        q[rows, acts] = values
+        return q.min(axis=1)
+
+    def train_batch(self, batch: dict[str, np.ndarray]) -> float:
+        """One optimiser step on a batch of stored transitions; returns the loss before the step."""
+        k = batch["k"].astype(np.int64)
+        k_next = batch["k_next"].astype(np.int64)
+        level = batch["level"].astype(np.int64)
+        level_next = batch["level_next"].astype(np.int64)
+        action = batch["action"].astype(np.int64)
+        viol = batch["violated"].astype(np.float64)
+        future = self.gamma * self.next_state_values(k_next, level_next, batch["rate_next"])
+        if not self._pds:
+            cost = self.w_perf * viol + self.known_cost(k_next, action)
+            y = np.zeros((len(action), self.n_act))
+            mask = np.zeros_like(y)
+            rb = np.arange(len(action))
+            y[rb, action] = cost + future
+            mask[rb, action] = 1.0
+            loss = self.net.train_step(self.encoder.encode(k, level), y, mask)
+        else:
+            unknown = self.w_perf * viol
+            est = self.estimated_unknown_cost(k_next, batch["rate"])
+            if est is not None:
+                unknown = unknown - est
+            y = (unknown + future)[:, None]
+            loss = self.net.train_step(self.encoder.encode(k_next, level), y)  # the PDS is (k + a, level)
+        self.losses_seen += 1
+        self.last_loss = loss
+        return loss
+
+    # ---- durable state ----------------------------------------------------------------------------------
+    def _get_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        net_meta, net_arrays = self.net.state()
+        rep_meta, rep_arrays = self.replay.state()
+        meta = {"net": net_meta, "replay": rep_meta, "losses_seen": self.losses_seen, **self._model_meta()}
+        return meta, {**net_arrays, **rep_arrays}
+
+    def _set_state(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        self._load_model_meta(meta)
+        self._build()
+        self.net.load(meta["net"], arrays)
+        self.replay.load(meta["replay"], arrays)
+        self.losses_seen = int(meta["losses_seen"])
+
+    def _model_meta(self) -> dict[str, Any]:
+        return {}
+
+    def _load_model_meta(self, meta: dict[str, Any]) -> None:
+        pass
+
+
+class DeepQLearning(_DeepQBase):
+    """``dql``: deep Q-learning with one network output per action (paper 001, Alg. 2)."""
+
+    name: ClassVar[str] = "dql"
+
+
+class DeepQLearningPDS(_DeepQBase):
+    """``dql-pds``: the network learns the post-decision-state value of the unknown cost only (Sec. 4.3.1)."""
+
+    name: ClassVar[str] = "dql-pds"
+    _pds: ClassVar[bool] = True
+
+
+class DeepQLearningPDSPlus(DeepQLearningPDS):
+    """``dql-pds-plus``: as ``dql-pds``, bootstrapped with unknown-cost estimates of an approximate model; the
+    network learns the estimation error."""
+
+    name: ClassVar[str] = "dql-pds-plus"
+    DEFAULTS: ClassVar[dict[str, Any]] = {
+        **_DeepQBase.DEFAULTS,
+        "approx_service_error_min": APPROX_SERVICE_ERROR_MIN,
+        "approx_service_error_max": APPROX_SERVICE_ERROR_MAX,
+        "approx_speedup_error": APPROX_SPEEDUP_ERROR,
+    }
+
+    @classmethod
+    def check_params(cls, params: dict[str, Any]) -> None:
+        super().check_params(params)
+        lo, hi = params["approx_service_error_min"], params["approx_service_error_max"]
+        if not 0 <= lo <= hi < 1:
+            raise ValueError(f"params.approx_service_error_min/max: need 0 <= min <= max < 1, got {lo}, {hi}")
+        if not 0 <= params["approx_speedup_error"] < 1:
+            raise ValueError(
+                f"params.approx_speedup_error: must be in [0, 1), got {params['approx_speedup_error']}"
+            )
+
+    def _draw_model_errors(self) -> None:
+        p = self.params
+        magnitude = self.rng.uniform(p["approx_service_error_min"], p["approx_service_error_max"])
+        sign = 1.0 if self.rng.random() < 0.5 else -1.0
+        self.service_rate_factor = 1.0 + sign * magnitude  # approximate mu = true mu * factor
+        e = p["approx_speedup_error"]
+        self.speedup_factors = 1.0 + self.rng.uniform(-e, e, size=self.spec.n_res)
+
+    def _model_meta(self) -> dict[str, Any]:
+        return {
+            "service_rate_factor": self.service_rate_factor,
+            "speedup_factors": self.speedup_factors.tolist(),
+        }
+
+    def _load_model_meta(self, meta: dict[str, Any]) -> None:
+        self.service_rate_factor = float(meta["service_rate_factor"])
+        self.speedup_factors = np.array(meta["speedup_factors"], dtype=float)
+
+    def _on_reconfigure(self) -> None:
+        super()._on_reconfigure()
+        m = self.spec.model
+        self.approx_service_s = m.service_mean_s / self.service_rate_factor  # s per tuple on speedup 1
+        self.approx_speedups = self.spec.speedups * self.speedup_factors
+        self._rr_worst = m.balancing == "round_robin" and m.aggregation == "worst"
+
+    def estimated_response_time(self, ks: np.ndarray, rates: np.ndarray) -> np.ndarray:
+        """Response time (s) of deployments ``ks`` at ``rates`` (tuples/s) under the approximate model:
+        M/G/1 with exponential service (variance = mean^2), perturbed service rate and speedups."""
+        if self._rr_worst:
+            n = ks.sum(axis=1)
+            slowest = np.where(ks > 0, self.approx_speedups, np.inf).min(axis=1)
+            s = self.approx_service_s / slowest
+            lam = rates / n
+            rho = lam * s
+            with np.errstate(divide="ignore", invalid="ignore"):
+                r = s + lam * s * s / (1.0 - rho)  # (Var + S^2) / 2 = S^2 when Var = S^2
+            return np.where(rho >= 1.0, np.inf, r)
+        from policies.model import QueueModel
+
+        m = self.spec.model
+        approx = QueueModel(
+            self.approx_service_s, self.approx_service_s**2, "mg1", m.balancing, m.aggregation
+        )
+        return np.array(
+            [
+                approx.response_time(kk, self.approx_speedups, float(r))
+                for kk, r in zip(ks, rates, strict=True)
+            ]
+        )
+
+    def estimated_unknown_cost(self, ks: np.ndarray, rates: np.ndarray) -> np.ndarray:
+        return self.w_perf * (self.estimated_response_time(ks, rates) > self.spec.r_max_s)
