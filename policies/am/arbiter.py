@@ -1,0 +1,226 @@
+"""Per-period arbitration of the Operator Managers' proposals by the Application Manager.
+
+Every control period each OM proposes an action (``policies.base`` encoding). The arbiter grants or denies each
+proposal so that:
+
+* the application keeps within its reconfiguration budget ``eta_R`` (fraction of periods with a
+  reconfiguration): a token bucket is refilled with ``eta_R`` tokens per period up to ``capacity`` tokens and a
+  reconfiguration costs one token (paper 004 Sec. 7.3, token-bucket global policy of its reference [8]);
+* with batching (the default) all the changes granted in one period form ONE reconfiguration (one restart of
+  the job, one penalty) and cost one token together; without batching each granted change costs a token;
+* no deployment goes above ``K_max`` or below ``k_min`` replicas, and no node type is used beyond its capacity
+  (number of nodes of that type the application may use, e.g. what the Infrastructure Manager provisioned);
+* conflicts (two operators asking for the last node of a type) are resolved by priority: scale-ins are applied
+  first (they free nodes), then scale-outs of operators that violated their bound, then by utilisation
+  (busiest first), then by operator order.
+
+Every decision carries a human-readable reason (shown on the dashboard).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from policies.base import action_delta
+
+_EPS = 1e-9  # tolerance on token counts (eta_R is accumulated in floating point)
+
+
+def check_budget(name: str, value: float) -> float:
+    """Validate a budget (fraction of periods) in [0, 1); raise ValueError naming the field otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name}: must be a number in [0, 1), got {value!r}")
+    if not 0.0 <= float(value) < 1.0:
+        raise ValueError(f"{name}: must be in [0, 1), got {value}")
+    return float(value)
+
+
+class TokenBucket:
+    """Tokens refilled at ``rate`` per period (the budget eta_R) up to ``capacity``; starts full.
+
+    Over any ``T`` consecutive periods at most ``capacity + rate * T`` tokens can be spent.
+    """
+
+    def __init__(self, rate: float, capacity: float = 1.0, tokens: float | None = None) -> None:
+        self.rate = check_budget("eta_r", rate)
+        if isinstance(capacity, bool) or not isinstance(capacity, (int, float)) or not capacity >= 1.0:
+            raise ValueError(
+                f"bucket_capacity: must be a number >= 1 (one reconfiguration), got {capacity!r}"
+            )
+        self.capacity = float(capacity)
+        self.tokens = self.capacity if tokens is None else float(tokens)
+        if not 0.0 <= self.tokens <= self.capacity:
+            raise ValueError(f"tokens: must be in [0, capacity={self.capacity}], got {tokens}")
+
+    def refill(self) -> None:
+        """Add one period's worth of tokens."""
+        self.tokens = min(self.capacity, self.tokens + self.rate)
+
+    def can_spend(self, amount: float = 1.0) -> bool:
+        return self.tokens + _EPS >= amount
+
+    def spend(self, amount: float = 1.0) -> None:
+        if not self.can_spend(amount):
+            raise ValueError(f"token bucket: cannot spend {amount}, only {self.tokens:.3f} tokens")
+        self.tokens = max(0.0, self.tokens - amount)
+
+
+@dataclass
+class Request:
+    """One OM's proposal: operator index, its current deployment ``k`` (replicas per node type), the proposed
+    action, whether the operator violated its bound in the period that ended and the utilisation of its busiest
+    replica (used for priority)."""
+
+    operator: int
+    k: np.ndarray
+    action: int
+    violated: bool = False
+    utilisation: float = 0.0
+
+
+@dataclass
+class Decision:
+    """The AM's answer to a request: the action applied (the proposal, or 0 when denied) and why."""
+
+    operator: int
+    proposed: int
+    applied: int
+    reason: str
+
+    @property
+    def granted(self) -> bool:
+        return self.applied == self.proposed
+
+    @property
+    def changed(self) -> bool:
+        return self.applied != 0
+
+
+class Arbiter:
+    """Grant or deny the OMs' proposals of one period (see module doc).
+
+    ``eta_r``: reconfiguration budget in [0, 1) (token refill per period). ``bucket_capacity``: tokens (>= 1).
+    ``k_max``/``k_min``: replica bounds per operator (an int for all operators, or one per operator).
+    ``node_capacity``: nodes of each type the application may use in total (None = unlimited).
+    ``node_type_names``: for the reasons. ``batching``: one token per period with grants, instead of one per grant.
+    """
+
+    def __init__(
+        self,
+        eta_r: float,
+        bucket_capacity: float = 1.0,
+        k_max: int | list[int] = 10,
+        k_min: int | list[int] = 1,
+        node_capacity: list[int] | np.ndarray | None = None,
+        node_type_names: list[str] | tuple[str, ...] | None = None,
+        batching: bool = True,
+    ) -> None:
+        self.bucket = TokenBucket(eta_r, bucket_capacity)
+        self.k_max = k_max
+        self.k_min = k_min
+        if node_capacity is not None:
+            cap = np.asarray(node_capacity, dtype=np.int64)
+            if (cap < 0).any():
+                raise ValueError(f"node_capacity: must be >= 0 per node type, got {cap.tolist()}")
+            node_capacity = cap
+        self.node_capacity = node_capacity
+        self.node_type_names = list(node_type_names) if node_type_names is not None else None
+        self.batching = batching
+        self.periods = 0
+        self.reconfigurations = 0  # periods with at least one granted change
+        self.granted_changes = 0
+        self.denied_changes = 0
+
+    def _bound(self, value: int | list[int], u: int) -> int:
+        return int(value) if isinstance(value, (int, np.integer)) else int(value[u])
+
+    def _type_name(self, t: int) -> str:
+        return self.node_type_names[t] if self.node_type_names else f"type {t}"
+
+    def arbitrate(self, requests: list[Request]) -> list[Decision]:
+        """Decide one period. Returns one Decision per request, in the order of ``requests``."""
+        self.periods += 1
+        self.bucket.refill()
+        decisions: dict[int, Decision] = {}
+        changes = [r for r in requests if r.action != 0]
+        for r in requests:
+            if r.action == 0:
+                decisions[id(r)] = Decision(r.operator, 0, 0, "no change proposed")
+        if not changes:
+            return [decisions[id(r)] for r in requests]
+
+        n_res = len(changes[0].k)
+        in_use = np.zeros(n_res, dtype=np.int64)
+        for r in requests:
+            in_use += np.asarray(r.k, dtype=np.int64)
+
+        # priority: scale-ins (free nodes) first, then violated operators, then the busiest, then operator order
+        def priority(r: Request) -> tuple[int, int, float, int]:
+            _, d = action_delta(r.action, n_res)
+            return (0 if d < 0 else 1, 0 if r.violated else 1, -float(r.utilisation), r.operator)
+
+        feasible: list[Request] = []
+        taken_by: dict[int, list[int]] = {}
+        for r in sorted(changes, key=priority):
+            t, d = action_delta(r.action, n_res)
+            total = int(np.sum(r.k))
+            name = self._type_name(t)
+            k_max, k_min = self._bound(self.k_max, r.operator), self._bound(self.k_min, r.operator)
+            if d < 0 and r.k[t] <= 0:
+                reason = f"denied: no replica on {name} to remove"
+            elif d < 0 and total - 1 < k_min:
+                reason = f"denied: would go below k_min={k_min} replicas"
+            elif d > 0 and total + 1 > k_max:
+                reason = f"denied: would exceed K_max={k_max} replicas"
+            elif d > 0 and self.node_capacity is not None and in_use[t] + 1 > self.node_capacity[t]:
+                rivals = taken_by.get(t, [])
+                reason = f"denied: no free node of {name} ({in_use[t]} of {self.node_capacity[t]} in use)"
+                if rivals:
+                    reason += (
+                        f"; conflict: the last one was granted to operator {rivals[-1]} (higher priority)"
+                    )
+            else:
+                reason = ""
+            if reason:
+                decisions[id(r)] = Decision(r.operator, r.action, 0, reason)
+                continue
+            if not self.batching:
+                if not self.bucket.can_spend(1.0):
+                    decisions[id(r)] = Decision(r.operator, r.action, 0, self._budget_reason())
+                    continue
+                self.bucket.spend(1.0)
+                decisions[id(r)] = Decision(r.operator, r.action, r.action, "granted (one token)")
+            in_use[t] += d
+            if d > 0:
+                taken_by.setdefault(t, []).append(r.operator)
+            feasible.append(r)
+
+        if self.batching:
+            if feasible and self.bucket.can_spend(1.0):
+                self.bucket.spend(1.0)
+                for r in feasible:
+                    decisions[id(r)] = Decision(
+                        r.operator,
+                        r.action,
+                        r.action,
+                        f"granted (batch of {len(feasible)}, one reconfiguration)",
+                    )
+            else:
+                # nothing is applied this period: the capacity reasons above assumed the batch went through
+                for r in feasible:
+                    decisions[id(r)] = Decision(r.operator, r.action, 0, self._budget_reason())
+                feasible = []
+        self.reconfigurations += int(bool(feasible))
+        out = [decisions[id(r)] for r in requests]
+        for d in out:
+            if d.proposed != 0:
+                if d.granted:
+                    self.granted_changes += 1
+                else:
+                    self.denied_changes += 1
+        return out
+
+    def _budget_reason(self) -> str:
+        return f"denied: reconfiguration budget exhausted: {self.bucket.tokens:.2f} tokens < 1"
