@@ -1,0 +1,99 @@
+"""Simple provisioning (paper 004 Sec. 6.1): keep ``n_idle`` nodes up and idle, ready for scale-outs.
+
+When fewer than ``n_idle`` nodes are idle the RM acquires the shortfall (plus what waiting scale-out requests
+need); when more are idle it releases the surplus. New nodes are of the catalog type with the lowest price per
+slot; surplus idle nodes are released most expensive first.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import numpy as np
+
+from policies.rm.base import RegionManager, RegionState, RMProposal
+
+
+class SimpleProvisioning(RegionManager):
+    name: ClassVar[str] = "simple"
+    DEFAULTS: ClassVar[dict[str, Any]] = {
+        # Idle nodes kept ready; the paper does not publish its value, 1 per region is our default.
+        "n_idle": 1,
+        # Acquire also the nodes that waiting scale-out requests need (not only one node at a time).
+        "cover_waiting": True,
+    }
+
+    @classmethod
+    def check_params(cls, params: dict[str, Any]) -> None:
+        if params["n_idle"] < 0:
+            raise ValueError(f"params.n_idle: must be >= 0, got {params['n_idle']}")
+
+    def propose(self, state: RegionState) -> list[RMProposal]:
+        self.t += 1
+        n_idle = int(self.params["n_idle"])
+        idle_now = state.n_idle + int(np.sum(state.pending))  # pending nodes will be idle when ready
+        t_new = self.cheapest_per_slot()
+        slots = max(self.catalog[t_new].cores, 1)
+        need_for_waiting = 0
+        if self.params["cover_waiting"] and state.waiting_slots > 0:
+            # Waiting requests consume idle nodes first; acquire what they need beyond those.
+            need_for_waiting = math.ceil(state.waiting_slots / slots)
+        deficit = n_idle + need_for_waiting - idle_now
+        room = self.k_max - state.n_nodes
+        if deficit > 0:
+            n = min(deficit, room)
+            if n <= 0:
+                return []
+            reason = (
+                f"{state.n_idle} idle node(s) (+{int(np.sum(state.pending))} booting) < n_idle={n_idle}"
+                + (f" and {state.unsatisfied} waiting request(s)" if need_for_waiting else "")
+                + f": acquire {n}"
+            )
+            return [RMProposal(self.region, self.catalog[t_new].name, n, reason, {"n_idle_target": n_idle})]
+        surplus = state.n_idle - n_idle - need_for_waiting
+        if surplus > 0:
+            out: list[RMProposal] = []
+            order = np.argsort([-t.price for t in self.catalog], kind="stable")
+            left = surplus
+            for ti in order:
+                n = min(int(state.idle[ti]), left)
+                if n > 0:
+                    out.append(
+                        RMProposal(
+                            self.region,
+                            self.catalog[ti].name,
+                            -n,
+                            f"{state.n_idle} idle node(s) > n_idle={n_idle}: release {n} idle {self.catalog[ti].name}",
+                        )
+                    )
+                    left -= n
+                if left == 0:
+                    break
+            return out
+        return []
+
+
+class StaticProvisioning(RegionManager):
+    """The paper's baseline: a fixed number of nodes per region, never scaled (acquired at start only)."""
+
+    name: ClassVar[str] = "static"
+    DEFAULTS: ClassVar[dict[str, Any]] = {"nodes": 12}
+
+    @classmethod
+    def check_params(cls, params: dict[str, Any]) -> None:
+        if params["nodes"] < 0:
+            raise ValueError(f"params.nodes: must be >= 0, got {params['nodes']}")
+
+    def propose(self, state: RegionState) -> list[RMProposal]:
+        self.t += 1
+        target = min(int(self.params["nodes"]), self.k_max)
+        missing = target - state.n_nodes
+        if missing > 0:
+            t_new = self.cheapest_per_slot()
+            return [
+                RMProposal(
+                    self.region, self.catalog[t_new].name, missing, f"static size {target}: acquire {missing}"
+                )
+            ]
+        return []
