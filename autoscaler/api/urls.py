@@ -1,0 +1,23 @@
+"""URLs of REST API v1, its OpenAPI schema and documentation pages."""
+
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+from rest_framework.authtoken.views import obtain_auth_token
+from rest_framework.routers import DefaultRouter
+
+from . import views
+
+router = DefaultRouter()
+router.register("catalogs", views.NodeTypeCatalogViewSet, basename="catalog")
+router.register("regions", views.RegionViewSet, basename="region")
+router.register("applications", views.ApplicationViewSet, basename="application")
+router.register("deployments", views.DeploymentViewSet, basename="deployment")
+
+urlpatterns = [
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
+    path("redoc/", SpectacularRedocView.as_view(url_name="schema"), name="redoc"),
+    path("token/", obtain_auth_token, name="token"),
+    path("apply/", views.ApplyView.as_view(), name="apply"),
+    path("", include(router.urls)),
+]

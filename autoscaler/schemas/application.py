@@ -1,0 +1,284 @@
+"""Application manifests: operator graph, SLO, policies per control level, connector settings, periods."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from policies import registry
+
+from .common import Name, SpecModel
+from .connectors import validate_connector
+from .errors import FieldError, from_policy_error
+
+Engine = Literal["spark", "flink", "simulated"]
+OperatorKind = Literal["source", "operator", "sink"]
+LifecycleState = Literal["registered", "running", "paused", "deleted"]
+POLICY_LEVELS = ("om", "am", "rm", "im")
+
+
+class OperatorSpec(SpecModel):
+    """One operator. ``maxParallelism``: K_max (>= 1); ``selectivity``: output tuples per input tuple (>= 0);
+    ``engineObject``: what the operator maps to in the engine (stage, vertex or query name);
+    ``serviceTimeMs``: optional mean service time per tuple on a speedup-1 node (ms), a hint for model-based policies.
+    """
+
+    name: Name
+    kind: OperatorKind = "operator"
+    max_parallelism: int = Field(default=1, ge=1)
+    selectivity: float = Field(default=1.0, ge=0)
+    engine_object: str | None = None
+    service_time_ms: float | None = Field(default=None, gt=0)
+
+
+class PathSLO(SpecModel):
+    """A response-time bound (ms) that overrides ``rMaxMs`` for one source-to-sink path (operator names)."""
+
+    path: list[Name] = Field(min_length=2)
+    r_max_ms: float = Field(gt=0)
+
+
+class SLOSpec(SpecModel):
+    """``rMaxMs``: bound on the response time of every source-to-sink path (ms, > 0); ``etaV``, ``etaR``:
+    tolerated fractions of periods violating the bound and of periods with a reconfiguration, in [0, 1)."""
+
+    r_max_ms: float = Field(gt=0)
+    eta_v: float = Field(default=0.05, ge=0, lt=1)
+    eta_r: float = Field(default=0.10, ge=0, lt=1)
+    paths: list[PathSLO] = Field(default_factory=list)
+
+
+class PolicyChoice(SpecModel):
+    """A policy name of ``policies.registry`` and its parameters. In manifests a bare name is accepted too."""
+
+    name: str
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class PoliciesSpec(SpecModel):
+    """Policy of each control level: Operator, Application, Region and Infrastructure Manager.
+
+    A level left out uses the controller's default."""
+
+    om: PolicyChoice | None = None
+    am: PolicyChoice | None = None
+    rm: PolicyChoice | None = None
+    im: PolicyChoice | None = None
+
+    @field_validator("om", "am", "rm", "im", mode="before")
+    @classmethod
+    def _bare_name(cls, value: Any) -> Any:
+        return {"name": value} if isinstance(value, str) else value
+
+    def to_manifest_dict(self) -> dict:
+        out: dict[str, Any] = {}
+        for level in POLICY_LEVELS:
+            choice = getattr(self, level)
+            if choice is not None:
+                out[level] = (
+                    choice.name if not choice.params else {"name": choice.name, "params": choice.params}
+                )
+        return out
+
+
+class PeriodsSpec(SpecModel):
+    """Control periods in seconds: ``omS`` = T_OM (Operator Manager), ``amS`` (Application Manager, >= omS)."""
+
+    om_s: float = Field(default=60.0, gt=0, alias="omS")
+    am_s: float = Field(default=600.0, gt=0, alias="amS")
+
+    @model_validator(mode="after")
+    def _am_not_shorter(self) -> PeriodsSpec:
+        if self.am_s < self.om_s:
+            raise ValueError(f"amS ({self.am_s:g} s) must be >= omS ({self.om_s:g} s)")
+        return self
+
+
+class ApplicationSpec(SpecModel):
+    """``spec`` of an Application."""
+
+    engine: Engine
+    connector: dict[str, Any] = Field(default_factory=dict)
+    slo: SLOSpec
+    operators: list[OperatorSpec] = Field(min_length=1)
+    streams: list[tuple[Name, Name]] = Field(default_factory=list)
+    policies: PoliciesSpec = Field(default_factory=PoliciesSpec)
+    periods: PeriodsSpec = Field(default_factory=PeriodsSpec)
+    regions: list[Name] = Field(default_factory=list)
+    dry_run: bool = False
+    state: LifecycleState = "registered"
+
+    def to_manifest_dict(self) -> dict:
+        out = super().to_manifest_dict()
+        out["policies"] = self.policies.to_manifest_dict()
+        out["streams"] = [list(edge) for edge in self.streams]
+        return out
+
+    # ---- checks that need the whole spec ----------------------------------------------------------------
+    def semantic_errors(self) -> list[FieldError]:
+        """Graph, SLO-path, policy and connector errors (everything pydantic's field checks cannot see)."""
+        errors = self._operator_errors()
+        errors += self._graph_errors()
+        errors += self._path_errors()
+        errors += self._policy_errors()
+        settings, connector_errors = validate_connector(self.engine, self.connector)
+        errors += connector_errors
+        if not connector_errors:
+            self.connector = settings
+        for i, region in enumerate(self.regions):
+            if region in self.regions[:i]:
+                errors.append(FieldError(f"spec.regions[{i}]", f"duplicate region {region!r}"))
+        return errors
+
+    def operator_index(self) -> dict[str, int]:
+        index: dict[str, int] = {}
+        for i, op in enumerate(self.operators):
+            index.setdefault(op.name, i)
+        return index
+
+    def _operator_errors(self) -> list[FieldError]:
+        errors = []
+        index = self.operator_index()
+        for i, op in enumerate(self.operators):
+            if index[op.name] != i:
+                errors.append(
+                    FieldError(
+                        f"spec.operators[{i}].name",
+                        f"duplicate operator name {op.name!r} (also operators[{index[op.name]}])",
+                    )
+                )
+        kinds = {op.kind for op in self.operators}
+        for needed in ("source", "sink"):
+            if needed not in kinds:
+                errors.append(
+                    FieldError("spec.operators", f"the graph needs at least one operator of kind {needed}")
+                )
+        return errors
+
+    def _graph_errors(self) -> list[FieldError]:
+        errors = []
+        index = self.operator_index()
+        edges: list[tuple[str, str]] = []
+        seen: dict[tuple[str, str], int] = {}
+        for i, (src, dst) in enumerate(self.streams):
+            loc = f"spec.streams[{i}]"
+            unknown = [end for end in (src, dst) if end not in index]
+            if unknown:
+                errors += [
+                    FieldError(loc, f"edge to unknown operator {end!r}") for end in dict.fromkeys(unknown)
+                ]
+                continue
+            if (src, dst) in seen:
+                errors.append(
+                    FieldError(loc, f"duplicate stream {src} -> {dst} (also streams[{seen[src, dst]}])")
+                )
+                continue
+            seen[src, dst] = i
+            if self.operators[index[dst]].kind == "source":
+                errors.append(FieldError(loc, f"stream into source {dst!r}: sources have no inputs"))
+            if self.operators[index[src]].kind == "sink":
+                errors.append(FieldError(loc, f"stream out of sink {src!r}: sinks have no outputs"))
+            edges.append((src, dst))
+        cycle = find_cycle(list(index), edges)
+        if cycle:
+            errors.append(FieldError("spec.streams", "cycle " + " -> ".join(cycle)))
+            return errors
+        successors = _successors(list(index), edges)
+        from_sources = _reachable([op.name for op in self.operators if op.kind == "source"], successors)
+        predecessors = _successors(list(index), [(d, s) for s, d in edges])
+        to_sinks = _reachable([op.name for op in self.operators if op.kind == "sink"], predecessors)
+        for name, i in index.items():
+            if name not in from_sources:
+                errors.append(
+                    FieldError(f"spec.operators[{i}]", f"operator {name!r} is unreachable from any source")
+                )
+            elif name not in to_sinks:
+                errors.append(FieldError(f"spec.operators[{i}]", f"operator {name!r} leads to no sink"))
+        return errors
+
+    def _path_errors(self) -> list[FieldError]:
+        errors = []
+        index = self.operator_index()
+        edges = {tuple(edge) for edge in self.streams}
+        for i, path_slo in enumerate(self.slo.paths):
+            loc = f"spec.slo.paths[{i}].path"
+            path = path_slo.path
+            unknown = [name for name in path if name not in index]
+            if unknown:
+                errors.append(FieldError(loc, f"unknown operator {unknown[0]!r}"))
+                continue
+            if (
+                self.operators[index[path[0]]].kind != "source"
+                or self.operators[index[path[-1]]].kind != "sink"
+            ):
+                errors.append(FieldError(loc, "a path must start at a source and end at a sink"))
+                continue
+            missing = [f"{a} -> {b}" for a, b in zip(path, path[1:], strict=False) if (a, b) not in edges]
+            if missing:
+                errors.append(FieldError(loc, f"no stream {missing[0]}"))
+            if path in [p.path for p in self.slo.paths[:i]]:
+                errors.append(FieldError(loc, "duplicate path override"))
+        return errors
+
+    def _policy_errors(self) -> list[FieldError]:
+        errors = []
+        for level in POLICY_LEVELS:
+            choice = getattr(self.policies, level)
+            if choice is None:
+                continue
+            try:
+                registry.validate_params(level, choice.name, dict(choice.params))
+            except ValueError as exc:
+                message = str(exc)
+                if message.startswith("params"):
+                    errors.append(from_policy_error(message, "spec", "policies", level))
+                else:
+                    errors.append(FieldError(f"spec.policies.{level}.name", message))
+        return errors
+
+
+def _successors(nodes: list[str], edges: list[tuple[str, str]]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {n: [] for n in nodes}
+    for src, dst in edges:
+        out[src].append(dst)
+    return out
+
+
+def _reachable(starts: list[str], successors: dict[str, list[str]]) -> set[str]:
+    seen = set(starts)
+    stack = list(starts)
+    while stack:
+        for nxt in successors[stack.pop()]:
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
+    return seen
+
+
+def find_cycle(nodes: list[str], edges: list[tuple[str, str]]) -> list[str] | None:
+    """A cycle of the directed graph as a closed list of node names (``[a, b, a]``), or None if it is a DAG."""
+    successors = _successors(nodes, edges)
+    state = dict.fromkeys(nodes, 0)  # 0 = new, 1 = on the current path, 2 = done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in successors[node]:
+            if state[nxt] == 1:
+                return path[path.index(nxt) :] + [nxt]
+            if state[nxt] == 0:
+                found = visit(nxt)
+                if found:
+                    return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in nodes:
+        if state[node] == 0:
+            found = visit(node)
+            if found:
+                return found
+    return None

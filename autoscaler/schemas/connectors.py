@@ -1,0 +1,56 @@
+"""Connector settings of an application, validated per engine (``spark``, ``flink``, ``simulated``)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field, ValidationError
+
+from .common import SpecModel
+from .errors import FieldError, from_pydantic
+
+
+class SparkSettings(SpecModel):
+    """Spark Structured Streaming: ``master`` URL, driver UI/REST ``uiUrl``, micro-batch interval (s)."""
+
+    master: str = "local[2]"
+    ui_url: str = Field(default="http://127.0.0.1:4040", pattern=r"^https?://")
+    batch_interval_s: float = Field(default=1.0, gt=0)
+    checkpoint_dir: str | None = None
+
+
+class FlinkSettings(SpecModel):
+    """Flink: JobManager REST endpoint ``restUrl`` and the ``jobName`` to control."""
+
+    rest_url: str = Field(default="http://127.0.0.1:8081", pattern=r"^https?://")
+    job_name: str | None = None
+
+
+class SimulatedSettings(SpecModel):
+    """The built-in simulated engine (see ``connectors.simulated.settings_schema``).
+
+    ``trace``: trace name shipped with the project or a file path (tuples/s per line); ``rateScale``: multiplier
+    of the trace rates; ``noise``: relative std of measured rates; ``seed``; ``downtimeS``: downtime of one
+    reconfiguration (s).
+    """
+
+    trace: str = "taxi_last_month"
+    rate_scale: float = Field(default=1.0, gt=0)
+    noise: float = Field(default=0.0, ge=0)
+    seed: int = 0
+    downtime_s: float = Field(default=0.0, ge=0, alias="downtimeS")
+
+
+ENGINE_SETTINGS: dict[str, type[BaseModel]] = {
+    "spark": SparkSettings,
+    "flink": FlinkSettings,
+    "simulated": SimulatedSettings,
+}
+
+
+def validate_connector(engine: str, settings: dict) -> tuple[dict, list[FieldError]]:
+    """Validate ``settings`` for ``engine``; returns (canonical settings with defaults filled in, errors)."""
+    model = ENGINE_SETTINGS[engine]
+    try:
+        parsed = model.model_validate(settings)
+    except ValidationError as exc:
+        return {}, from_pydantic(exc, "spec", "connector")
+    return parsed.model_dump(mode="json", by_alias=True, exclude_none=True), []

@@ -1,0 +1,12 @@
+"""Top-level URLs: admin, REST API v1 (with schema and docs), browsable-API login."""
+
+from django.contrib import admin
+from django.urls import include, path
+from django.views.generic import RedirectView
+
+urlpatterns = [
+    path("", RedirectView.as_view(url="/api/v1/docs/", permanent=False)),
+    path("admin/", admin.site.urls),
+    path("api/v1/", include("autoscaler.api.urls")),
+    path("api-auth/", include("rest_framework.urls")),
+]
