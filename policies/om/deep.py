@@ -31,12 +31,13 @@ Run ``python -m policies.om.deep --bench`` for the decision-latency and whole-tr
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
 from policies.base import Observation, Policy
-from policies.model import OperatorSpec
+from policies.model import OperatorSpec, QueueModel
 from policies.om.mlp import MLP, OPTIMIZERS, hidden_widths
 from policies.om.replay import ReplayBuffer
 
@@ -48,7 +49,7 @@ TRAIN_EVERY = 5  # one training step every this many periods
 HIDDEN_LAYERS = 3  # hidden ReLU layers
 HIDDEN_RATIO = 0.75  # each hidden layer is 3/4 of its input width
 OPTIMIZER = "sgd"  # the paper trains with SGD (Deeplearning4j)
-LEARNING_RATE = 0.01  # not given in the paper; see docs/benchmarks.md "deep-rl" for how it was chosen
+LEARNING_RATE = 0.1  # SGD step; not in the paper: the default of the authors' public simulator (Sgd(0.1))
 EPSILON_DECAY = 0.95  # epsilon(t) = max(EPSILON_MIN, EPSILON_DECAY^(t-1)), as the tabular policies
 EPSILON_MIN = 0.01
 ENCODING = "reduced2"  # per-type one-hot counts + one-hot type set + one-hot rate level
@@ -104,6 +105,13 @@ class StateEncoder:
         else:
             self.width = n_res + 1
 
+    def level_column(self, level: int) -> tuple[int, float]:
+        """``(column, value)`` the rate level sets in an input row (every other level column is 0)."""
+        if self.kind == "reduced2":
+            return self._level_base + level, 1.0
+        scaled = level / max(1, self.n_levels - 1)
+        return (self._level_base if self.kind == "reduced1" else self.n_res), scaled
+
     def encode(self, ks: np.ndarray, levels: np.ndarray) -> np.ndarray:
         """``(B, width)`` float64 inputs for deployments ``ks`` (``B x N`` int) and levels ``levels`` (``B``)."""
         b = ks.shape[0]
@@ -123,6 +131,21 @@ class StateEncoder:
         else:
             x[:, self._level_base] = levels * lv_scale
         return x
+
+
+CANDIDATE_CACHE_SIZE = 100_000  # deployments whose candidate inputs are kept (cleared when full)
+
+
+@dataclass
+class _Candidates:
+    """What :meth:`_DeepQBase.action_values` needs for one deployment (see :meth:`_DeepQBase.candidates`)."""
+
+    acts: np.ndarray  # feasible actions
+    ks: np.ndarray  # next deployment of each
+    x: np.ndarray  # encoded network inputs with the level columns at 0 (mutated and restored per call)
+    prices: np.ndarray  # price of each next deployment ($/h)
+    reconf: np.ndarray  # 1.0 where the action reconfigures
+    thresholds: np.ndarray | None  # dql-pds-plus: rate above which the estimate predicts a violation
 
 
 class _DeepQBase(Policy):
@@ -184,13 +207,14 @@ class _DeepQBase(Policy):
     def _draw_model_errors(self) -> None:
         """Hook for dql-pds-plus: draw the approximate model's errors from ``self.rng`` (before the weights)."""
 
-    def _build(self) -> None:
-        """Network and replay buffer from ``self.params`` (weights drawn from ``self.rng``)."""
+    def _build(self, rng: np.random.Generator | None = None) -> None:
+        """Network and replay buffer from ``self.params`` (initial weights drawn from ``rng``, default
+        ``self.rng``)."""
         p, spec = self.params, self.spec
         self.encoder = StateEncoder(spec.n_res, spec.k_max, spec.rate_levels.n, p["encoding"])
         hidden = hidden_widths(self.encoder.width, p["hidden_layers"], p["hidden_ratio"])
         n_out = 1 if self._pds else self.n_act
-        self.net = MLP([self.encoder.width, *hidden, n_out], self.rng, p["optimizer"], p["lr"])
+        self.net = MLP([self.encoder.width, *hidden, n_out], rng or self.rng, p["optimizer"], p["lr"])
         n = spec.n_res
         self.replay = ReplayBuffer(
             p["replay_size"],
@@ -210,14 +234,17 @@ class _DeepQBase(Policy):
         self.train_every = int(p["train_every"])
         self.losses_seen = 0
         self.last_loss = math.nan
+        self._candidates: dict[bytes, _Candidates] = {}
 
     def _on_reconfigure(self) -> None:
         spec = self.spec
         w = spec.weights
         self.w_perf, self.w_res, self.w_rcf = float(w.perf), float(w.res), float(w.rcf)
+        self.c_max = float(spec.c_max)
         self.price_scale = spec.prices * (self.w_res / float(spec.c_max))  # w_res * price / C_max per replica
         self.level_width = spec.rate_levels.width
         self.n_levels = spec.rate_levels.n
+        self._candidates = {}  # thresholds of the estimate depend on R_max
 
     # ---- helpers ------------------------------------------------------------------------------------------
     def level(self, rate: float) -> int:
@@ -234,34 +261,59 @@ class _DeepQBase(Policy):
         """``w_res * price(k + a) / C_max + w_rcf * 1[a != 0]`` for post-decision deployments ``ks_next``."""
         return ks_next @ self.price_scale + self.w_rcf * (actions != 0)
 
-    def estimated_unknown_cost(self, ks: np.ndarray, rates: np.ndarray) -> np.ndarray | None:
-        """``c^_u`` of post-decision deployments ``ks`` at ``rates`` (tuples/s); None: no estimate (0)."""
+    def estimated_thresholds(self, ks: np.ndarray) -> np.ndarray | None:
+        """Rate (tuples/s) above which the estimate predicts a violation for each deployment row of ``ks``;
+        None: no estimate (``c^_u = 0``)."""
         return None
+
+    def estimated_unknown_cost(self, ks: np.ndarray, rates: np.ndarray) -> np.ndarray | None:
+        """``c^_u = w_perf * 1[rate > threshold(k')]`` of post-decision deployments ``ks`` at ``rates``."""
+        thr = self.estimated_thresholds(ks)
+        return None if thr is None else self.w_perf * (rates > thr)
+
+    def candidates(self, k: np.ndarray) -> _Candidates:
+        """Feasible actions of ``k`` with what their values need, precomputed once per deployment: the encoded
+        inputs without the rate level (the next deployments for dql-pds, ``k`` itself for dql), the prices of
+        the next deployments ($/h) and the estimate's rate thresholds."""
+        key = k.tobytes()
+        c = self._candidates.get(key)
+        if c is not None:
+            return c
+        k = np.asarray(k, dtype=np.int64)
+        acts = np.flatnonzero(feasible_mask(k[None, :], self.spec.k_max, self.spec.k_min)[0])
+        ks = k[None, :] + self.deltas[acts]
+        x = self.encoder.encode(ks if self._pds else k[None, :], np.zeros(len(acts) if self._pds else 1, int))
+        col0, _ = self.encoder.level_column(0)
+        x[:, col0] = 0.0
+        thr = self.estimated_thresholds(ks)
+        c = _Candidates(acts, ks, x, ks @ self.spec.prices, (acts != 0).astype(float), thr)
+        if len(self._candidates) >= CANDIDATE_CACHE_SIZE:
+            self._candidates.clear()
+        self._candidates[key] = c
+        return c
 
     # ---- values ---------------------------------------------------------------------------------------------
     def action_values(self, k: np.ndarray, rate: float) -> tuple[np.ndarray, np.ndarray]:
         """Feasible actions of ``k`` and their estimated values (lower is better) at ``rate``."""
-        k = np.asarray(k, dtype=np.int64)
-        mask = feasible_mask(k[None, :], self.spec.k_max, self.spec.k_min)[0]
-        acts = np.flatnonzero(mask)
-        lvl = self.level(rate)
+        c = self.candidates(k)
+        col, val = self.encoder.level_column(self.level(rate))
+        c.x[:, col] = val
+        out = self.net.predict(c.x)
+        c.x[:, col] = 0.0
         if not self._pds:
-            x = self.encoder.encode(k[None, :], np.array([lvl]))
-            return acts, self.net.predict(x)[0, acts]
-        ks = k[None, :] + self.deltas[acts]
-        x = self.encoder.encode(ks, np.full(len(acts), lvl))
-        values = self.net.predict(x)[:, 0] + self.known_cost(ks, acts)
-        est = self.estimated_unknown_cost(ks, np.full(len(acts), float(rate)))
-        if est is not None:
-            values += est
-        return acts, values
+            return c.acts, out[0, c.acts]
+        values = out[:, 0]
+        values += c.prices * (self.w_res / self.c_max)
+        values += self.w_rcf * c.reconf
+        if c.thresholds is not None:
+            values += self.w_perf * (rate > c.thresholds)
+        return c.acts, values
 
     def _decide(
         self, k: np.ndarray, rate: float, obs: Observation | None, explain: bool
     ) -> tuple[int, dict[int, float]]:
         if not explain and self.rng.random() < self.epsilon():
-            mask = feasible_mask(np.asarray(k, dtype=np.int64)[None, :], self.spec.k_max, self.spec.k_min)[0]
-            acts = np.flatnonzero(mask)
+            acts = self.candidates(k).acts
             return int(acts[self.rng.integers(len(acts))]), {}
         acts, values = self.action_values(k, rate)
         best = int(acts[int(np.argmin(values))])  # first strictly smallest in action order
@@ -347,7 +399,7 @@ class _DeepQBase(Policy):
 
     def _set_state(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
         self._load_model_meta(meta)
-        self._build()
+        self._build(np.random.default_rng(0))  # the weights are overwritten below: keep self.rng untouched
         self.net.load(meta["net"], arrays)
         self.replay.load(meta["replay"], arrays)
         self.losses_seen = int(meta["losses_seen"])
@@ -423,21 +475,7 @@ class DeepQLearningPDSPlus(DeepQLearningPDS):
     def estimated_response_time(self, ks: np.ndarray, rates: np.ndarray) -> np.ndarray:
         """Response time (s) of deployments ``ks`` at ``rates`` (tuples/s) under the approximate model:
         M/G/1 with exponential service (variance = mean^2), perturbed service rate and speedups."""
-        if self._rr_worst:
-            n = ks.sum(axis=1)
-            slowest = np.where(ks > 0, self.approx_speedups, np.inf).min(axis=1)
-            s = self.approx_service_s / slowest
-            lam = rates / n
-            rho = lam * s
-            with np.errstate(divide="ignore", invalid="ignore"):
-                r = s + lam * s * s / (1.0 - rho)  # (Var + S^2) / 2 = S^2 when Var = S^2
-            return np.where(rho >= 1.0, np.inf, r)
-        from policies.model import QueueModel
-
-        m = self.spec.model
-        approx = QueueModel(
-            self.approx_service_s, self.approx_service_s**2, "mg1", m.balancing, m.aggregation
-        )
+        approx = self.approx_model()
         return np.array(
             [
                 approx.response_time(kk, self.approx_speedups, float(r))
@@ -445,5 +483,35 @@ class DeepQLearningPDSPlus(DeepQLearningPDS):
             ]
         )
 
-    def estimated_unknown_cost(self, ks: np.ndarray, rates: np.ndarray) -> np.ndarray:
-        return self.w_perf * (self.estimated_response_time(ks, rates) > self.spec.r_max_s)
+    def approx_model(self) -> QueueModel:
+        m = self.spec.model
+        return QueueModel(self.approx_service_s, self.approx_service_s**2, "mg1", m.balancing, m.aggregation)
+
+    def estimated_thresholds(self, ks: np.ndarray) -> np.ndarray:
+        """Largest rate (tuples/s) each deployment sustains within R_max under the approximate model.
+
+        Round robin + worst replica, exponential service ``S`` on the slowest type: per-replica rate ``x``
+        violates iff ``S + x S^2 / (1 - x S) > R_max`` iff ``x > (R_max - S) / (S R_max)``; times ``n``
+        replicas. Other models: bisection on the response time, per deployment.
+        """
+        r_max = self.spec.r_max_s
+        if self._rr_worst:
+            n = ks.sum(axis=1)
+            slowest = np.where(ks > 0, self.approx_speedups, np.inf).min(axis=1)
+            s = self.approx_service_s / slowest
+            return np.where(s < r_max, n * (r_max - s) / (s * r_max), 0.0)
+        approx = self.approx_model()
+        out = np.empty(len(ks))
+        for i, kk in enumerate(ks):
+            lo, hi = 0.0, approx.capacity(kk, self.approx_speedups)
+            if approx.response_time(kk, self.approx_speedups, 0.0) > r_max:
+                out[i] = 0.0
+                continue
+            for _ in range(50):
+                mid = 0.5 * (lo + hi)
+                if approx.response_time(kk, self.approx_speedups, mid) > r_max:
+                    hi = mid
+                else:
+                    lo = mid
+            out[i] = lo
+        return out
