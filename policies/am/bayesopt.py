@@ -107,6 +107,7 @@ class BOResult:
     history: list[dict[str, Any]] = field(default_factory=list)
     stopped: str = "budget used"
     seconds: float = 0.0
+    constraints: list[float] = field(default_factory=list)
 
     @property
     def evaluations(self) -> int:
@@ -168,7 +169,7 @@ def minimize_constrained(
         i = min(feasible, key=lambda j: fs[j])
     else:
         i = min(range(len(xs)), key=lambda j: (_violation(gs[j]), fs[j]))
-    return BOResult(xs[i], fs[i], bool(feasible), history, stopped, time.perf_counter() - start)
+    return BOResult(xs[i], fs[i], bool(feasible), history, stopped, time.perf_counter() - start, gs[i])
 
 
 def _next_point(

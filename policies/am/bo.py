@@ -1,0 +1,261 @@
+"""The Bayesian-optimisation Application Manager (paper 001 Sec. 5.2, Alg. 4).
+
+Starting from the current configuration (naive at first), alternately tune
+
+* the per-operator response-time bounds ``R_u = x_u * R_max`` with ``x_u in (0, 1)`` and every path sum within
+  ``1 +/- epsilon`` (:class:`~policies.am.bayesopt.PathSumDomain`), the weights fixed; then
+* the OMs' cost weights on the simplex (:class:`~policies.am.bayesopt.SimplexDomain`), the bounds fixed;
+
+each phase a constrained BO with ``n_bo`` evaluations warm-started from the current point, minimising the
+application's mean resource cost ($/h) subject to violations <= eta_V and reconfigurations <= eta_R (constrained
+expected improvement). Rounds repeat until ``max_rounds`` or a round brings no improvement; later rounds use half
+the evaluations ("reduce N_BO if needed").
+
+A candidate is evaluated with :func:`~policies.sim.application.simulate_application` instantiated from what was
+observed: the recorded source-rate trace and, per operator, an M/G/1 model fitted from the observed mean and
+variance of the service time (:func:`fit_queue_model`), fresh OMs configured with the candidate and the AM's own
+token-bucket arbitration. If the optimisation raises or runs out of time, the AM keeps the last good
+configuration and records why in ``history``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from policies.am.arbiter import Arbiter, check_budget
+from policies.am.bayesopt import BOResult, PathSumDomain, SimplexDomain, minimize_constrained
+from policies.am.naive import EQUAL_WEIGHTS, AMConfiguration, naive_bounds
+from policies.apps import Application
+from policies.base import Policy
+from policies.model import CostWeights, NodeType, OperatorSpec, QueueModel
+from policies.registry import load
+from policies.sim.application import simulate_application
+
+OMFactory = Callable[[OperatorSpec, int], Policy]
+
+
+def fit_queue_model(
+    service_times_s: np.ndarray | None = None, mean_s: float | None = None, var_s2: float | None = None
+) -> QueueModel:
+    """An M/G/1 per-replica model from observed service times on a speedup-1 node (s), or directly from their
+    observed mean (s) and variance (s^2)."""
+    if service_times_s is not None:
+        st = np.asarray(service_times_s, dtype=float)
+        if st.size < 2 or not np.isfinite(st).all() or (st <= 0).any():
+            raise ValueError("service_times_s: need at least two finite positive service times")
+        mean_s, var_s2 = float(st.mean()), float(st.var(ddof=1))
+    if mean_s is None or var_s2 is None:
+        raise ValueError("service_times_s or (mean_s, var_s2): give the observations")
+    return QueueModel(service_mean_s=mean_s, service_var_s2=var_s2, kind="mg1")
+
+
+@dataclass
+class Observations:
+    """What the AM observed to build its simulator: the source rate per period (tuples/s) and one fitted queue
+    model per operator."""
+
+    rates: np.ndarray
+    models: list[QueueModel]
+
+
+def om_factory_from_registry(name: str, params: dict[str, Any] | None = None) -> OMFactory:
+    """A factory building OM ``name`` (``policies.registry``) for a spec and a seed."""
+    cls = load("om", name)
+
+    def build(spec: OperatorSpec, seed: int) -> Policy:
+        return cls(spec, dict(params or {}), seed)
+
+    return build
+
+
+class BayesianAM:
+    """BO-tuned AM (see module doc). ``n_bo``: evaluations per BO phase (>= 1); ``epsilon``: path-sum margin;
+    ``timeout_s``: wall-clock budget of one optimisation run; ``sim_steps``: periods of the observed trace used
+    per evaluation (None = all)."""
+
+    name = "bo"
+
+    def __init__(
+        self,
+        app: Application,
+        node_types: tuple[NodeType, ...],
+        om_factory: OMFactory,
+        eta_v: float = 0.05,
+        eta_r: float = 0.10,
+        n_bo: int = 25,
+        max_rounds: int = 2,
+        epsilon: float = 0.05,
+        timeout_s: float = 240.0,
+        bucket_capacity: float = 1.0,
+        batching: bool = True,
+        sim_steps: int | None = None,
+        seed: int = 0,
+    ) -> None:
+        self.app = app
+        self.node_types = tuple(node_types)
+        app.check_feasible(self.node_types)
+        self.om_factory = om_factory
+        self.eta_v = check_budget("eta_v", eta_v)
+        self.eta_r = check_budget("eta_r", eta_r)
+        if isinstance(n_bo, bool) or not isinstance(n_bo, int) or n_bo < 1:
+            raise ValueError(f"n_bo: BO iteration count must be an integer >= 1, got {n_bo!r}")
+        if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1:
+            raise ValueError(f"max_rounds: must be an integer >= 1, got {max_rounds!r}")
+        if not 0.0 <= epsilon < 1.0:
+            raise ValueError(f"epsilon: must be in [0, 1), got {epsilon}")
+        if not timeout_s > 0:
+            raise ValueError(f"timeout_s: must be > 0, got {timeout_s}")
+        self.n_bo, self.max_rounds, self.epsilon, self.timeout_s = n_bo, max_rounds, epsilon, timeout_s
+        self.bucket_capacity, self.batching = bucket_capacity, batching
+        self.sim_steps, self.seed = sim_steps, seed
+        self.configuration = AMConfiguration(naive_bounds(app), EQUAL_WEIGHTS)
+        self.history: list[dict[str, Any]] = [{"event": "initial", "how": "naive Alg. 5, equal weights"}]
+        self.evaluations = 0
+
+    def new_arbiter(self) -> Arbiter:
+        return Arbiter(
+            self.eta_r,
+            self.bucket_capacity,
+            k_max=self.app.k_max,
+            node_type_names=[t.name for t in self.node_types],
+            batching=self.batching,
+        )
+
+    # ---- one candidate ------------------------------------------------------------------------------------
+    def evaluate(self, config: AMConfiguration, obs: Observations) -> dict[str, Any]:
+        """Simulate ``config`` on the observed trace with the fitted models; the run's summary."""
+        oms = []
+        for u in range(self.app.n):
+            spec = self.app.operator_spec(u, self.node_types, float(config.bounds_s[u]), config.weights)
+            spec.model = obs.models[u]
+            oms.append(self.om_factory(spec, self.seed + u))
+        res = simulate_application(
+            self.app,
+            obs.rates,
+            self.node_types,
+            oms=oms,
+            arbiter=self.new_arbiter(),
+            models=obs.models,
+            steps=self.sim_steps,
+        )
+        self.evaluations += 1
+        return res.summary(self.eta_v, self.eta_r)
+
+    def _objective(self, summary: dict[str, Any]) -> tuple[float, list[float], dict[str, Any]]:
+        cons = [
+            summary["violations_pct"] / 100.0 - self.eta_v,
+            summary["reconfigurations_pct"] / 100.0 - self.eta_r,
+        ]
+        info = {k: summary[k] for k in ("avg_resource_cost", "violations_pct", "reconfigurations_pct")}
+        return summary["avg_resource_cost"], cons, info
+
+    # ---- Alg. 4 ---------------------------------------------------------------------------------------------
+    def optimise(self, obs: Observations) -> AMConfiguration:
+        """Run Alg. 4 from the current configuration; apply and return the best configuration found (or keep the
+        last good one and record why)."""
+        start = time.perf_counter()
+        deadline = start + self.timeout_s
+        last_good = AMConfiguration(self.configuration.bounds_s.copy(), self.configuration.weights)
+        record: dict[str, Any] = {
+            "event": "optimise",
+            "before": last_good.as_dict(self.app.names),
+            "phases": [],
+        }
+        try:
+            current = AMConfiguration(last_good.bounds_s.copy(), last_good.weights)
+            cur_val, cur_cons, cur_info = self._objective(self.evaluate(current, obs))
+            record["start"] = cur_info | {"feasible": _viol(cur_cons) <= 0}
+            n = self.n_bo
+            for rnd in range(self.max_rounds):
+                improved = False
+                for phase in ("bounds", "weights"):
+                    left = deadline - time.perf_counter()
+                    if left <= 0:
+                        raise TimeoutError(f"timeout of {self.timeout_s:.0f} s reached before phase {phase}")
+                    res = self._phase(phase, current, obs, n, left, rnd)
+                    record["phases"].append(
+                        {
+                            "round": rnd,
+                            "phase": phase,
+                            "evaluations": res.evaluations,
+                            "stopped": res.stopped,
+                            "best_value": res.value,
+                            "best_feasible": res.feasible,
+                        }
+                    )
+                    if _better(res.value, res.constraints, cur_val, cur_cons):
+                        cur_val, cur_cons = res.value, res.constraints
+                        current = self._apply(phase, current, res.x)
+                        improved = True
+                    if res.stopped.startswith("timeout"):
+                        raise TimeoutError(res.stopped)
+                n = max(3, n // 2)
+                if not improved:
+                    break
+            self.configuration = current
+            record.update(outcome="applied", feasible=_viol(cur_cons) <= 0, value=cur_val)
+        except Exception as exc:  # noqa: BLE001 -- any failure must leave the AM with a working configuration
+            if isinstance(exc, TimeoutError) and "current" in locals() and _viol(cur_cons) <= 0:
+                # the best configuration so far was evaluated and meets both budgets: it is a good one
+                self.configuration = current
+                record.update(outcome=f"applied best so far ({exc})", feasible=True, value=cur_val)
+            else:
+                self.configuration = last_good
+                record.update(outcome=f"kept last good configuration: {type(exc).__name__}: {exc}")
+        record["after"] = self.configuration.as_dict(self.app.names)
+        record["seconds"] = time.perf_counter() - start
+        self.history.append(record)
+        return self.configuration
+
+    def _phase(
+        self, phase: str, current: AMConfiguration, obs: Observations, n: int, timeout: float, rnd: int
+    ) -> BOResult:
+        r_max = self.app.r_max_s
+        if phase == "bounds":
+            domain: PathSumDomain | SimplexDomain = PathSumDomain(self.app.path_matrix(), self.epsilon)
+            x0 = current.bounds_s / r_max
+        else:
+            domain = SimplexDomain(3)
+            w = current.weights
+            x0 = np.array([w.perf, w.res, w.rcf])
+
+        def objective(x: np.ndarray) -> tuple[float, list[float], dict[str, Any]]:
+            return self._objective(self.evaluate(self._apply(phase, current, x), obs))
+
+        return minimize_constrained(
+            objective,
+            domain,
+            n,
+            x0=[x0],
+            n_init=3,
+            seed=self.seed + 17 * rnd + (phase == "weights"),
+            timeout_s=timeout,
+        )
+
+    def _apply(self, phase: str, current: AMConfiguration, x: np.ndarray) -> AMConfiguration:
+        if phase == "bounds":
+            return AMConfiguration(np.asarray(x, dtype=float) * self.app.r_max_s, current.weights)
+        w = np.asarray(x, dtype=float)
+        w = w / w.sum()
+        return AMConfiguration(
+            current.bounds_s.copy(), CostWeights(float(w[0]), float(w[1]), 1.0 - float(w[0]) - float(w[1]))
+        )
+
+
+def _viol(cons: list[float]) -> float:
+    return float(sum(max(0.0, c) for c in cons))
+
+
+def _better(value: float, cons: list[float], ref_value: float, ref_cons: list[float]) -> bool:
+    """Feasible beats infeasible; among feasible the lower cost; among infeasible the smaller violation."""
+    v, rv = _viol(cons), _viol(ref_cons)
+    if v <= 0 and rv <= 0:
+        return value < ref_value - 1e-12
+    if v <= 0 or rv <= 0:
+        return v <= 0
+    return v < rv - 1e-12
