@@ -238,7 +238,12 @@ class OperatorSpec:
 
     def price(self, k: np.ndarray) -> float:
         """Price of deployment ``k`` ($/h)."""
-        return float(np.dot(k, self.prices))
+        cached = self.__dict__.get("_price_vector")
+        if cached is None or cached[0] is not self.node_types:
+            # the hot path of every simulated step: build the price vector once per node-type tuple
+            cached = (self.node_types, np.array([t.price for t in self.node_types], dtype=float))
+            self.__dict__["_price_vector"] = cached
+        return float(np.dot(k, cached[1]))
 
     def cost_terms(self, k: np.ndarray, violated: bool, reconfigured: bool) -> dict[str, float]:
         """The three unweighted terms of eq. 2 for one period: violation indicator, resource cost of the

@@ -24,7 +24,8 @@ class SimResult:
 
     ``rate`` (tuples/s), ``response_time`` (s, inf when unstable), ``violation`` and ``reconfiguration``
     (bool), ``price`` (deployment price, $/h), ``cost`` (weighted cost of eq. 2), ``replicas`` (total k),
-    ``deployment`` (steps x N_res, replicas per type in place during the step).
+    ``deployment`` (steps x N_res, replicas per type in place during the step), ``action`` (the action chosen
+    at the step, applied at once; its reconfiguration term is charged to the step).
     """
 
     rate: np.ndarray
@@ -37,6 +38,7 @@ class SimResult:
     deployment: np.ndarray
     wall_seconds: float
     meta: dict[str, Any] = field(default_factory=dict)
+    action: np.ndarray | None = None  # action index chosen at each step (0 = nothing), see policies.base
 
     @property
     def steps(self) -> int:
@@ -103,7 +105,8 @@ def run_operator(
     """Run ``policy`` over ``trace`` (tuples/s per step) in paper mode and return per-step results.
 
     ``spec`` defaults to the policy's own (the true model: policies that need an approximate model perturb their
-    own copy). ``k0`` defaults to one replica of type 0.
+    own copy). ``k0`` defaults to one replica of type 0. The simulator draws no random numbers: every random
+    choice of a run is the policy's, from its own seeded generator.
     """
     spec = spec or policy.spec
     trace = np.asarray(trace, dtype=float)
@@ -114,40 +117,75 @@ def run_operator(
     k = np.zeros(n_res, dtype=np.int64) if k0 is None else np.array(k0, dtype=np.int64)
     if k0 is None:
         k[0] = 1
+    if len(k) != n_res or k.min() < 0 or not spec.k_min <= int(k.sum()) <= spec.k_max:
+        raise ValueError(
+            f"k0: must have {n_res} non-negative entries summing to k_min..k_max, got {k.tolist()}"
+        )
     cache = _ConfigCache(spec)
-    w = spec.weights
-    c_max = float(spec.c_max)
+    model, speedups, fast = spec.model, cache.speedups, cache.fast
     r_max = spec.r_max_s
+    inf = float("inf")
 
-    rt = np.empty(n)
-    viol = np.zeros(n, dtype=bool)
-    rcf = np.zeros(n, dtype=bool)
-    price = np.empty(n)
-    cost = np.empty(n)
-    replicas = np.empty(n, dtype=np.int64)
-    deployment = np.empty((n, n_res), dtype=np.int16)
+    # per-step records kept in Python lists (cheaper than numpy element writes in the hot loop)
+    rt = [0.0] * n
+    viol = [False] * n
+    acts = [0] * n
+    dep_idx = [0] * n
+    deployments: list[np.ndarray] = []
+    index_of: dict[tuple[int, ...], int] = {}
+
+    def enter(k: np.ndarray) -> tuple[int, int, float, float]:
+        key = tuple(k.tolist())
+        idx = index_of.get(key)
+        if idx is None:
+            idx = index_of[key] = len(deployments)
+            deployments.append(k.copy())
+        total, s, var, _ = cache.entry(key, k)
+        return idx, total, s, var
 
     act = policy.act
-    key = tuple(k.tolist())
+    rates = trace.tolist()
+    idx, total, s, var = enter(k)
     start = time.perf_counter()
     for t in range(n):
-        rate = float(trace[t])
-        r, p = cache.response_time(key, k, rate)
+        rate = rates[t]
+        if fast:
+            lam = rate / total
+            rho = lam * s
+            r = inf if rho >= 1.0 else s + lam / 2.0 * (var + s * s) / (1.0 - rho)
+        else:
+            r = model.response_time(k, speedups, rate)
         violated = r > r_max
         a = act(k, rate, violated)
         rt[t] = r
         viol[t] = violated
-        price[t] = p
-        deployment[t] = k
-        replicas[t] = cache.entry(key, k)[0]
-        cost[t] = w.perf * violated + w.res * p / c_max + w.rcf * (a != 0)
-        if a != 0:
-            rcf[t] = True
+        dep_idx[t] = idx
+        if a:
+            acts[t] = a
             typ, d = action_delta(a, n_res)
             k = k.copy()
             k[typ] += d
-            key = tuple(k.tolist())
+            idx, total, s, var = enter(k)
+    table = np.array(deployments, dtype=np.int64).reshape(len(deployments), n_res)
+    at = np.array(dep_idx, dtype=np.int64)
+    deployment = table[at].astype(np.int16)
+    price = (table @ spec.prices.astype(float))[at]
+    replicas = table.sum(axis=1)[at]
+    violation = np.array(viol, dtype=bool)
+    reconfiguration = np.array(acts, dtype=np.int64) != 0
+    w = spec.weights
+    cost = w.perf * violation + w.res * price / float(spec.c_max) + w.rcf * reconfiguration
     wall = time.perf_counter() - start
     return SimResult(
-        trace.copy(), rt, viol, rcf, price, cost, replicas, deployment, wall, {"policy": policy.name}
+        trace.copy(),
+        np.array(rt),
+        violation,
+        reconfiguration,
+        price,
+        cost,
+        replicas,
+        deployment,
+        wall,
+        {"policy": policy.name},
+        np.array(acts, dtype=np.int16),
     )

@@ -1,0 +1,128 @@
+"""Shared pieces of the rule-based Operator Manager baselines (threshold, DS2, HPA).
+
+- node-type choice: which type a rule-based policy adds (``cheapest``, ``fastest``, ``price-performance``,
+  ``first``);
+- which replica to remove: one of the policy's own type if present, else one of the slowest type in place (under
+  round-robin balancing the slowest replica bounds the operator's utilisation);
+- utilisation: measured (``Observation.utilisation``, busy fraction of the busiest replica) when the observation
+  carries it, else computed from the operator model (``QueueModel.utilisation``), cached per deployment.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+
+from policies.base import Observation, Policy, Proposal
+from policies.model import OperatorSpec
+
+NODE_CHOICES: tuple[str, ...] = ("cheapest", "fastest", "price-performance", "first")
+
+
+def choose_node_type(spec: OperatorSpec, choice: str) -> int:
+    """Index of the node type a rule-based policy scales with.
+
+    ``cheapest``: lowest price; ``fastest``: largest speedup; ``price-performance``: largest speedup per unit of
+    price; ``first``: type 0. Ties go to the lowest index (the order of ``spec.node_types``).
+    """
+    if choice == "first":
+        return 0
+    speed = spec.speedups
+    price = spec.prices
+    if choice == "cheapest":
+        return int(np.argmin(price))
+    if choice == "fastest":
+        return int(np.argmax(speed))
+    if choice == "price-performance":
+        with np.errstate(divide="ignore"):
+            ratio = np.where(price > 0, speed / np.where(price > 0, price, 1.0), np.inf)
+        return int(np.argmax(ratio))
+    raise ValueError(f"node_type must be one of {', '.join(NODE_CHOICES)}, got {choice!r}")
+
+
+def removal_type(k: np.ndarray, speedups: np.ndarray, preferred: int) -> int:
+    """Type of the replica to remove: ``preferred`` if it has a replica, else the slowest type in place
+    (lowest index among equals)."""
+    if k[preferred] > 0:
+        return preferred
+    present = np.flatnonzero(k > 0)
+    return int(present[np.argmin(speedups[present])])
+
+
+class RuleBasedPolicy(Policy):
+    """Base of the rule-based baselines: no learning, one replica added or removed per period.
+
+    Subclasses implement ``_target(k, total, u)`` returning the desired total number of replicas (before the
+    ``k_min``/``K_max`` clamp) and may keep state across periods (windows, counters) in ``_get_state``.
+    """
+
+    #: node-type choice when the policy has no ``node_type`` parameter.
+    NODE_CHOICE: ClassVar[str] = "cheapest"
+
+    def __init__(self, spec: OperatorSpec, params: dict[str, Any] | None = None, seed: int = 0) -> None:
+        super().__init__(spec, params, seed)
+        self._scale_type = choose_node_type(spec, self.params.get("node_type", self.NODE_CHOICE))
+        self._speedups = spec.speedups
+        self._n = spec.n_res
+        # deployment bytes -> (total replicas, utilisation per tuple/s of input rate)
+        self._ucache: dict[bytes, tuple[int, float]] = {}
+        self._last_reason: dict[str, Any] = {}
+
+    def initial_type(self) -> int:
+        """Node type of the single replica a run starts with (paper 001: the policy's own type)."""
+        return self._scale_type
+
+    def _deployment_info(self, k: np.ndarray) -> tuple[int, float]:
+        key = k.tobytes()
+        hit = self._ucache.get(key)
+        if hit is None:
+            hit = (int(k.sum()), self.spec.model.utilisation(k, self._speedups, 1.0))
+            self._ucache[key] = hit
+        return hit
+
+    def utilisation(self, k: np.ndarray, rate: float, obs: Observation | None) -> float:
+        """Busy fraction of the busiest replica: measured if the observation has it, else from the model."""
+        if obs is not None and obs.utilisation is not None:
+            return float(obs.utilisation)
+        return rate * self._deployment_info(k)[1]
+
+    def act(self, k: np.ndarray, rate: float, violated: bool, obs: Observation | None = None) -> int:
+        """The simulator's fast path: nothing to learn, so skip the cost bookkeeping of ``Policy.act`` unless
+        the control loop's ``step()`` (with an observation) needs it for its explanation."""
+        if obs is not None:
+            return super().act(k, rate, violated, obs)
+        if self._prev is not None:
+            self.t += 1
+        action = self._decide(k, rate, None, False)[0]
+        self._prev = (k, float(rate), action)
+        return action
+
+    def _decide(
+        self, k: np.ndarray, rate: float, obs: Observation | None, explain: bool
+    ) -> tuple[int, dict[int, float]]:
+        total, per_rate = self._deployment_info(k)
+        u = float(obs.utilisation) if obs is not None and obs.utilisation is not None else rate * per_rate
+        target = self._target(k, total, u, explain)
+        spec = self.spec
+        if target > total and total < spec.k_max:
+            action = 1 + self._n + self._scale_type
+        elif target < total and total > spec.k_min:
+            action = 1 + removal_type(k, self._speedups, self._scale_type)
+        else:
+            action = 0
+        if explain or obs is not None:
+            self._last_reason = {"utilisation": u, "replicas": total, "desired_replicas": int(target)}
+        return action, {}
+
+    def _target(self, k: np.ndarray, total: int, u: float, explain: bool) -> int:
+        """Desired total replicas; with ``explain`` it must not change any state."""
+        raise NotImplementedError
+
+    def step(self, obs: Observation) -> Proposal:
+        """The control loop's call; the explanation adds the utilisation used and the desired replicas."""
+        self._last_reason = {}
+        proposal = super().step(obs)
+        if self._last_reason:
+            proposal.explanation["rule"] = dict(self._last_reason)
+        return proposal

@@ -1,0 +1,100 @@
+"""The paper-001 single-operator scenario (``shared/design/paper-benchmark.md``): operator spec, initial deployment,
+policy construction and one paper-mode run.
+
+Defaults: mu = 180 tuples/s on a speedup-1 node, service-time variance (1/mu)^2 / 2 (M/G/1), round-robin
+balancing, worst-replica response time, R_max = 50 ms, weights perf 0.6 / res 0.2 / rcf 0.2,
+C_max = K_max * largest price of the infrastructure's whole 10-entry list, 30 rate levels up to 650 tuples/s,
+gamma = 0.99. Infrastructure B2 uses price = speedup ** 1.5 (the authors' public code; the paper text says 1.1).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from policies.base import Policy
+from policies.model import CostWeights, OperatorSpec, QueueModel, infrastructure, infrastructure_c_max
+from policies.registry import load
+from policies.sim.operator import SimResult, run_operator
+
+PAPER_MU = 180.0  # tuples/s on a node of speedup 1
+PAPER_R_MAX_S = 0.050  # seconds
+PAPER_WEIGHTS = CostWeights(perf=0.6, res=0.2, rcf=0.2)
+INFRASTRUCTURES = ("A", "B", "B2")
+
+
+def paper_spec(
+    infra: str,
+    n_res: int,
+    k_max: int,
+    weights: CostWeights | None = None,
+    r_max_s: float = PAPER_R_MAX_S,
+    mu: float = PAPER_MU,
+    kind: str = "mg1",
+) -> OperatorSpec:
+    """An ``OperatorSpec`` for the paper's benchmark on infrastructure ``infra`` (A, B or B2) with its first
+    ``n_res`` node types, at most ``k_max`` replicas, service rate ``mu`` (tuples/s) and bound ``r_max_s`` (s)."""
+    if infra not in INFRASTRUCTURES:
+        raise ValueError(f"infra: unknown infrastructure {infra!r}: choose A, B or B2")
+    if k_max < 1:
+        raise ValueError(f"k_max: must be >= 1, got {k_max}")
+    if not mu > 0:
+        raise ValueError(f"mu: must be > 0 tuples/s, got {mu}")
+    mean = 1.0 / mu
+    model = QueueModel(service_mean_s=mean, service_var_s2=mean * mean / 2.0, kind=kind)
+    return OperatorSpec(
+        node_types=infrastructure(infra, n_res),
+        k_max=k_max,
+        r_max_s=r_max_s,
+        weights=weights or PAPER_WEIGHTS,
+        model=model,
+        c_max=infrastructure_c_max(infra, k_max),
+    )
+
+
+def initial_deployment(spec: OperatorSpec, policy: Policy) -> np.ndarray:
+    """One replica of the policy's own type (``policy.initial_type()``, rule-based baselines), else of type 0."""
+    k = np.zeros(spec.n_res, dtype=np.int64)
+    chooser = getattr(policy, "initial_type", None)
+    k[int(chooser()) if callable(chooser) else 0] = 1
+    return k
+
+
+def build_policy(
+    name: str, spec: OperatorSpec, params: dict[str, Any] | None = None, seed: int = 0
+) -> Policy:
+    """The Operator Manager policy ``name`` from the registry, built on its own copy of ``spec``."""
+    cls = load("om", name)
+    own = OperatorSpec(
+        node_types=spec.node_types,
+        k_max=spec.k_max,
+        r_max_s=spec.r_max_s,
+        weights=spec.weights,
+        model=spec.model,
+        rate_levels=spec.rate_levels,
+        c_max=spec.c_max,
+        gamma=spec.gamma,
+        k_min=spec.k_min,
+    )
+    return cls(own, params or {}, seed)
+
+
+def run_paper(
+    trace: np.ndarray,
+    policy_name: str,
+    infra: str,
+    n_res: int,
+    k_max: int,
+    seed: int = 0,
+    params: dict[str, Any] | None = None,
+    weights: CostWeights | None = None,
+    steps: int | None = None,
+) -> SimResult:
+    """One paper-mode run of ``policy_name`` over ``trace`` (tuples/s per step). The policy's random choices
+    are all drawn from its generator seeded with ``seed``; the simulator itself draws none."""
+    spec = paper_spec(infra, n_res, k_max, weights)
+    policy = build_policy(policy_name, spec, params, seed)
+    result = run_operator(trace, policy, spec=spec, k0=initial_deployment(spec, policy), steps=steps)
+    result.meta.update(infra=infra, node_types=n_res, k_max=k_max, seed=seed)
+    return result
