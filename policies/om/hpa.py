@@ -1,0 +1,88 @@
+"""The Kubernetes Horizontal Pod Autoscaler rule (``kube-controller-manager``'s replica calculator).
+
+Every period, with ``k`` replicas and measured utilisation ``u`` (busy fraction of the busiest replica; with the
+homogeneous deployments this policy builds under round-robin balancing it equals the mean the HPA uses):
+- ``ratio = u / u_target``; within the tolerance (``|ratio - 1| <= tolerance``) the recommendation is ``k``,
+  else ``ceil(k * ratio)``;
+- scale-down stabilisation: the recommendation actually followed is the *largest* recommendation of the last
+  ``stabilisation_s`` seconds (``stabilisation_s / period_s`` periods, the current one included); scale-up is
+  immediate (the HPA default);
+- our action space changes one replica per period: the policy moves one replica toward the stabilised
+  recommendation, within ``1 .. K_max``.
+Added replicas use the ``node_type`` choice; removed replicas are of that type when present, else of the slowest
+type in place.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import numpy as np
+
+from policies.model import OperatorSpec
+from policies.om.rules import NODE_CHOICES, RuleBasedPolicy
+
+
+class HPA(RuleBasedPolicy):
+    """Kubernetes HPA: desired = ceil(k * u / u_target), tolerance 0.1, 5-minute scale-down stabilisation."""
+
+    name = "hpa"
+    DEFAULTS: ClassVar[dict[str, Any]] = {
+        "target_utilisation": 0.7,  # the utilisation target u_target (as the threshold and DS2 baselines)
+        "tolerance": 0.1,  # HPA --horizontal-pod-autoscaler-tolerance default
+        "stabilisation_s": 300.0,  # HPA scale-down stabilisation window default (5 minutes)
+        "period_s": 60.0,  # control period, seconds (one trace step)
+        "node_type": "cheapest",  # cheapest | fastest | price-performance | first
+    }
+
+    @classmethod
+    def check_params(cls, params: dict[str, Any]) -> None:
+        if not 0.0 < params["target_utilisation"] <= 1.0:
+            raise ValueError(
+                f"params.target_utilisation: must be in (0, 1], got {params['target_utilisation']}"
+            )
+        if not 0.0 <= params["tolerance"] < 1.0:
+            raise ValueError(f"params.tolerance: must be in [0, 1), got {params['tolerance']}")
+        if not params["stabilisation_s"] >= 0.0:
+            raise ValueError(f"params.stabilisation_s: must be >= 0 s, got {params['stabilisation_s']}")
+        if not params["period_s"] > 0.0:
+            raise ValueError(f"params.period_s: must be > 0 s, got {params['period_s']}")
+        if params["node_type"] not in NODE_CHOICES:
+            raise ValueError(
+                f"params.node_type: must be one of {', '.join(NODE_CHOICES)}, got {params['node_type']!r}"
+            )
+
+    def __init__(self, spec: OperatorSpec, params: dict[str, Any] | None = None, seed: int = 0) -> None:
+        super().__init__(spec, params, seed)
+        # recommendations of the last stabilisation window, most recent last
+        self.window_len = max(
+            1, math.ceil(round(self.params["stabilisation_s"] / self.params["period_s"], 9))
+        )
+        self.recommendations: list[int] = []
+
+    def recommendation(self, total: int, u: float) -> int:
+        """The HPA's raw recommendation for ``total`` replicas at utilisation ``u``, clamped to 1..K_max."""
+        if math.isinf(u):
+            return self.spec.k_max
+        ratio = u / self.params["target_utilisation"]
+        if abs(ratio - 1.0) <= self.params["tolerance"]:
+            rec = total
+        else:
+            rec = math.ceil(round(total * ratio, 9))
+        return min(max(rec, self.spec.k_min), self.spec.k_max)
+
+    def _target(self, k: np.ndarray, total: int, u: float, explain: bool) -> int:
+        rec = self.recommendation(total, u)
+        window = [*self.recommendations[-(self.window_len - 1) :], rec] if self.window_len > 1 else [rec]
+        if not explain:
+            self.recommendations = window
+        if rec >= total:
+            return rec
+        return min(total, max(window))
+
+    def _get_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        return {"recommendations": list(self.recommendations)}, {}
+
+    def _set_state(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        self.recommendations = [int(x) for x in meta["recommendations"]]
