@@ -1,0 +1,159 @@
+"""The BO Application Manager (Alg. 4): improvement over naive, fallbacks, validation; the centralized agent."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+import pytest
+
+from policies.am.arbiter import Arbiter
+from policies.am.bo import BayesianAM, Observations, fit_queue_model
+from policies.am.centralized import CentralizedAM
+from policies.apps import application
+from policies.base import Observation, Policy, apply_action, feasible_actions
+from policies.model import CostWeights, OperatorSpec, infrastructure
+from policies.sim.application import simulate_application
+
+NT = infrastructure("A", 1)
+
+
+class OneStepLookahead(Policy):
+    """A tiny model-based OM for tests: the action minimising the next period's weighted cost on its model
+    (it reacts to both the weights and the bound the AM sets)."""
+
+    name = "lookahead-test"
+    DEFAULTS: ClassVar[dict] = {}
+
+    def _decide(self, k: np.ndarray, rate: float, obs: Observation | None, explain: bool) -> tuple[int, dict]:
+        s, w = self.spec, self.spec.weights
+        best = None
+        for a in feasible_actions(k, s.k_max):
+            k2 = apply_action(k, a)
+            r = s.model.response_time(k2, s.speedups, rate)
+            c = w.perf * (r > s.r_max_s) + w.res * s.price(k2) / s.c_max + w.rcf * (a != 0)
+            if best is None or c < best[0] - 1e-12:
+                best = (c, a)
+        assert best is not None
+        return best[1], {}
+
+
+def factory(spec: OperatorSpec, seed: int) -> Policy:
+    return OneStepLookahead(spec, {}, seed)
+
+
+def observations(app, steps: int = 300) -> Observations:  # noqa: ANN001
+    t = np.arange(steps)
+    rates = 150.0 + 100.0 * np.sin(2 * np.pi * t / 120.0)  # a daily-like pattern, 50..250 tuples/s
+    rng = np.random.default_rng(0)
+    models = [
+        fit_queue_model(rng.gamma(2.0, op.service_mean_s / 2.0, size=4000))  # cv^2 = 1/2 as in paper 001
+        for op in app.operators
+    ]
+    return Observations(rates, models)
+
+
+def test_fit_queue_model_from_observed_service_times() -> None:
+    st = np.random.default_rng(1).gamma(2.0, 0.005, size=20000)  # mean 10 ms, variance 5e-5 s^2
+    m = fit_queue_model(st)
+    assert m.service_mean_s == pytest.approx(0.010, rel=0.02)
+    assert m.service_var_s2 == pytest.approx(5e-5, rel=0.05)
+    assert m.kind == "mg1"
+    with pytest.raises(ValueError, match="service_times_s"):
+        fit_queue_model(np.array([0.01]))
+
+
+def test_bo_am_meets_the_budgets_the_naive_configuration_misses() -> None:
+    app = application("C")
+    obs = observations(app)
+    am = BayesianAM(app, NT, factory, eta_v=0.05, eta_r=0.10, n_bo=6, max_rounds=1, seed=0)
+    naive = am.evaluate(am.configuration, obs)
+    assert naive["violations_pct"] > 5.0  # equal weights: the lookahead OM never pays a reconfiguration
+    cfg = am.optimise(obs)
+    after = am.evaluate(cfg, obs)
+    assert after["violations_pct"] <= 5.0 and after["reconfigurations_pct"] <= 10.0
+    record = am.history[-1]
+    assert record["outcome"] == "applied" and record["feasible"]
+    # the applied bounds respect the path constraints within epsilon
+    sums = app.path_matrix() @ (cfg.bounds_s / app.r_max_s)
+    assert ((sums >= 0.95 - 1e-9) & (sums <= 1.05 + 1e-9)).all()
+    w = cfg.weights
+    assert 0 < w.perf < 1 and 0 < w.res < 1 and 0 < w.rcf < 1
+
+
+def test_bo_failure_keeps_the_last_good_configuration_and_records_why() -> None:
+    app = application("A")
+    calls = {"n": 0}
+
+    def flaky(spec: OperatorSpec, seed: int) -> Policy:
+        calls["n"] += 1
+        if calls["n"] > 3 * 2:  # the first two evaluations work, then the OM cannot be built
+            raise RuntimeError("OM image not available")
+        return OneStepLookahead(spec, {}, seed)
+
+    am = BayesianAM(app, NT, flaky, n_bo=5, max_rounds=1)
+    before = am.configuration.bounds_s.copy(), am.configuration.weights
+    am.optimise(observations(app, 100))
+    np.testing.assert_allclose(am.configuration.bounds_s, before[0])
+    assert am.configuration.weights == before[1]
+    assert "kept last good configuration: RuntimeError: OM image not available" in am.history[-1]["outcome"]
+
+
+def test_bo_timeout_keeps_a_configuration_and_records_the_timeout() -> None:
+    app = application("A")
+    am = BayesianAM(app, NT, factory, n_bo=25, max_rounds=2, timeout_s=0.3)
+    am.optimise(observations(app, 200))
+    outcome = am.history[-1]["outcome"]
+    assert "timeout" in outcome
+    assert am.history[-1]["seconds"] < 10.0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"n_bo": 0}, "n_bo"),
+        ({"eta_v": 1.0}, "eta_v"),
+        ({"eta_r": -0.5}, "eta_r"),
+        ({"max_rounds": 0}, "max_rounds"),
+        ({"epsilon": 1.2}, "epsilon"),
+    ],
+)
+def test_bad_am_parameters_are_rejected_naming_the_field(kwargs: dict, field: str) -> None:
+    with pytest.raises(ValueError, match=field):
+        BayesianAM(application("A"), NT, factory, **kwargs)
+
+
+def test_bo_am_rejects_an_unmeetable_r_max() -> None:
+    with pytest.raises(ValueError, match="can never be met"):
+        BayesianAM(application("A", r_max_s=0.010), NT, factory)
+
+
+def test_centralized_agent_scales_the_joint_deployment_and_beats_doing_nothing() -> None:
+    app = application("A", k_max=6)
+    agent = CentralizedAM(app, NT, CostWeights(0.6, 0.2, 0.2), replan_every=100)
+    t = np.arange(600)
+    trace = 200.0 + 150.0 * np.sin(2 * np.pi * t / 200.0)
+    res = simulate_application(app, trace, NT, centralized=agent, arbiter=Arbiter(0.2, 2.0, k_max=6))
+    assert res.summary()["violations_pct"] < 10.0
+    assert res.reconfiguration.any()
+    # doing nothing (one replica each) is unstable at the peaks
+    idle = simulate_application(app, trace, NT, centralized=_Idle(), arbiter=None).summary()["violations_pct"]
+    assert idle > 30.0
+    assert agent.plans >= 6
+
+
+class _Idle:
+    name = "idle"
+
+    def act(self, ks, source_rate, violated, rates):  # noqa: ANN001, ANN201
+        return [0] * len(ks)
+
+    def override_last_actions(self, applied) -> None:  # noqa: ANN001
+        pass
+
+
+def test_centralized_agent_refuses_large_joint_states() -> None:
+    with pytest.raises(ValueError, match="max_states"):
+        CentralizedAM(application("B", k_max=20), NT)
+    with pytest.raises(ValueError, match="one node type"):
+        CentralizedAM(application("A"), infrastructure("A", 3))
