@@ -12,3 +12,10 @@ def main_am(argv: list[str] | None = None) -> int:
     from policies.bench_am import main_am as run
 
     return run(argv)
+
+
+def main_multilevel(argv: list[str] | None = None) -> int:
+    """``python -m policies.bench multilevel``: see :func:`policies.bench_multilevel.main`."""
+    from policies.bench_multilevel import main as run
+
+    return run(argv)

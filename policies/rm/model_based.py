@@ -84,6 +84,9 @@ class ModelBasedRM(RegionManager):
         mask[:, :, 0, 0] = False  # no idle node to release
         mask[0, :, :, 0] = False
         mask[self.k_max, :, :, 2] = False
+        self._penalty = np.where(mask, 0.0, np.inf)
+        self._known = self.known_cost()
+        self._next_k = [np.clip(np.arange(k1) + d, 0, self.k_max) for d in DELTAS]
         return mask
 
     def discretise(self, state: RegionState) -> tuple[int, int, int]:
@@ -118,18 +121,16 @@ class ModelBasedRM(RegionManager):
     def backup(self) -> None:
         """One full backup (Algorithm 2, lines 2-6) of every state-action pair."""
         gamma = self.params["gamma"]
-        v = np.where(self.mask, self.q, np.inf).min(axis=3)
+        v = (self.q + self._penalty).min(axis=3)
         w = self.c_unknown + gamma * v
-        y = np.einsum("uv,kvf->kuf", self.p_u(), w)
+        y = np.matmul(self.p_u(), w)  # y[k, u, f'] = sum_u' P[u'|u] w[k, u', f']
         pf = self.p_f()
-        kc = self.known_cost()
-        q = np.empty_like(self.q)
-        k1 = self.k_max + 1
-        for ai, d in enumerate(DELTAS):
-            z = np.einsum("xy,kuy->kux", pf[:, ai, :], y)
-            idx = np.clip(np.arange(k1) + d, 0, self.k_max)
-            q[:, :, :, ai] = kc[:, ai, None, None] + z[idx]
-        self.q = np.where(self.mask, q, 0.0)
+        kc = self._known
+        q = self.q
+        for ai in range(3):
+            z = y @ pf[:, ai, :].T  # z[k', u, f] = sum_f' P[f'|f, a] y[k', u, f']
+            q[:, :, :, ai] = kc[:, ai, None, None] + z[self._next_k[ai]]
+        q[~self.mask] = 0.0
 
     def solve(self, max_sweeps: int = 10_000, tol: float = 1e-10) -> int:
         """Back up until the Q-table changes by less than ``tol``; returns the sweeps done (for tests/tools)."""

@@ -176,6 +176,7 @@ class ModelBasedOM:
         mask[1, :, 0] = False
         mask[k_max, :, 2] = False
         self.mask = mask
+        self._penalty = np.where(mask, 0.0, np.inf)
         ks = np.arange(k_max + 1)[:, None] + np.array([-1, 0, 1])[None, :]
         self.known = w_res * np.clip(ks, 0, k_max) / k_max + w_rcf * (np.array([1, 0, 1])[None, :])
         self.idx = [np.clip(np.arange(k_max + 1) + d, 0, k_max) for d in (-1, 0, 1)]
@@ -203,7 +204,7 @@ class ModelBasedOM:
     def backup(self) -> None:
         rows = self.rate_counts.sum(axis=1, keepdims=True)
         p = np.where(rows > 0, self.rate_counts / np.where(rows > 0, rows, 1.0), np.eye(self.levels))
-        v = np.where(self.mask, self.q, np.inf).min(axis=2)
+        v = (self.q + self._penalty).min(axis=2)
         v[0] = 0.0
         w = self.w_perf * self.c_perf + self.gamma * v
         y = w @ p.T  # y[k', l] = sum_l' p[l, l'] w[k', l']
@@ -269,11 +270,13 @@ def run_multilevel(
     node_type: NodeType | None = None,
     max_nodes: int = 50,
     consolidation: bool = True,
+    max_source_rate: float = 600.0,
     seed: int = 0,
 ) -> MultiLevelResult:
     """Simulate ``len(rates)`` periods. ``ics``: static | simple | rl; ``acs``: threshold | rl. ``rm_params``
     go to every RM (e.g. ``{"w_d": 0.7, "w_r": 0.3}`` or ``{"n_idle": 1}``). ``node_type``: the one node type
-    of every region (paper: two cores, price 1 $/h)."""
+    of every region (paper: two cores, price 1 $/h). ``max_source_rate`` (tuples/s) sets the range of the RL
+    OMs' rate levels (paper: the source emits up to 600 tuples/s)."""
     app = app or wordcount()
     if acs not in ("threshold", "rl"):
         raise ValueError(f"acs: unknown ACS policy {acs!r}: choose threshold or rl")
@@ -292,7 +295,9 @@ def run_multilevel(
     n_ops = len(app.operators)
     mus = np.array([op.service_rate for op in app.operators])
     bounds = app.operator_bounds_s()
-    peak = app.input_rates(float(rates.max()) if len(rates) else 1.0) * 1.05 + 1e-9
+    if not max_source_rate > 0:
+        raise ValueError(f"max_source_rate: must be > 0 tuples/s, got {max_source_rate}")
+    peak = app.input_rates(max_source_rate) * 1.05
     if acs == "threshold":
         oms = [ThresholdOM(op.max_replicas, op.service_rate) for op in app.operators]
     else:

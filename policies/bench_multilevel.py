@@ -1,0 +1,175 @@
+"""``multilevel`` benchmark: paper 004 Tables 1 and 2 with our multi-level simulator.
+
+Runs WordCount (paper 004 Sec. 8.1) over the Taxi trace scaled to 0..600 tuples/s, one period per minute, with
+every ICS x ACS combination of Table 1 (static 12 nodes per region, simple provisioning, model-based RL with
+w_d = 0.7) and the w_d/w_c sweep of Table 2 for the RL ICS, and writes the results beside the published ones
+(``shared/reference/paper_multilevel_tables.csv``) into the ``multilevel`` section of docs/benchmarks.md.
+
+Run: ``python -m policies.bench_multilevel [--steps 100000] [--jobs 2] [--skip-days 3] [--no-write]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from policies.sim.multilevel import run_multilevel
+from policies.sim.trace import load_trace
+
+SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
+TRACE = SHARED / "traces" / "taxi.txt"
+REFERENCE = SHARED / "reference" / "paper_multilevel_tables.csv"
+METRICS = ("rmax_violations_pct", "reconfigurations_pct", "avg_replicas", "avg_active_nodes")
+SWEEP_W_D = (0.1, 0.3, 0.5, 0.7, 0.9)
+TARGET = {"avg_active_nodes": 9.76, "rmax_violations_pct": 0.17, "reconfigurations_pct": 1.10}
+
+
+def configurations() -> list[tuple[str, str, float | None]]:
+    """(ICS, ACS, w_d) of every distinct run of Tables 1 and 2."""
+    out: list[tuple[str, str, float | None]] = []
+    for ics in ("static", "simple"):
+        for acs in ("threshold", "rl"):
+            out.append((ics, acs, None))
+    for acs in ("threshold", "rl"):
+        for w_d in SWEEP_W_D:
+            out.append(("rl", acs, w_d))
+    return out
+
+
+def scaled_trace(steps: int, path: Path = TRACE, peak: float = 600.0) -> np.ndarray:
+    """The first ``steps`` minutes of the Taxi trace scaled so that its maximum is ``peak`` tuples/s."""
+    rates = load_trace(path, steps)
+    return rates / rates.max() * peak
+
+
+def run_one(args: tuple[str, str, float | None, int, int, int]) -> dict[str, Any]:
+    ics, acs, w_d, steps, skip, seed = args
+    rates = scaled_trace(steps)
+    params = None if w_d is None else {"w_d": w_d, "w_r": round(1.0 - w_d, 10)}
+    res = run_multilevel(rates, ics=ics, acs=acs, rm_params=params, seed=seed)
+    return {
+        "ics": ics,
+        "acs": acs,
+        "w_d": w_d,
+        "after_warmup": res.summary(skip),
+        "whole_run": res.summary(0),
+        "wall_seconds": res.wall_seconds,
+        "steps": steps,
+    }
+
+
+def load_reference(path: Path = REFERENCE) -> dict[tuple[str, str, str, str], dict[str, float]]:
+    """Published rows keyed by (table, ICS, ACS, w_d as text, '' for none)."""
+    out = {}
+    with path.open() as fh:
+        for row in csv.DictReader(fh):
+            key = (row["table"], row["ics_policy"], row["acs_policy"], row["w_d"])
+            out[key] = {m: float(row[m]) for m in METRICS}
+    return out
+
+
+def fmt(x: float, metric: str) -> str:
+    return f"{x:.2f}%" if metric.endswith("_pct") else f"{x:.2f}"
+
+
+def render(results: list[dict[str, Any]], steps: int, skip: int, wall: float) -> str:
+    ref = load_reference()
+    by_key = {(r["ics"], r["acs"], r["w_d"]): r for r in results}
+    head = (
+        "| ICS | ACS | w_d / w_c | R_max violations (ours / paper) | reconfigurations (ours / paper) "
+        "| avg replicas (ours / paper) | avg active nodes (ours / paper) |\n|---|---|---|---|---|---|---|\n"
+    )
+
+    def row(table: str, ics: str, acs: str, w_d: float | None) -> str:
+        r = by_key[(ics, "rl" if acs == "rl" else "threshold", w_d if ics == "rl" else None)]
+        wkey = "" if w_d is None or ics != "rl" else f"{w_d:.1f}"
+        paper = ref.get((table, ics, acs, wkey))
+        cells = []
+        for m in METRICS:
+            ours = fmt(r["after_warmup"][m], m)
+            cells.append(f"{ours} / {fmt(paper[m], m)}" if paper else f"{ours} / n.a.")
+        label = "static 12/region" if ics == "static" else ("simple (N_idle=1)" if ics == "simple" else "RL")
+        weights = "" if w_d is None or ics != "rl" else f"{w_d:.1f} / {1 - w_d:.1f}"
+        return f"| {label} | {acs} | {weights} | " + " | ".join(cells) + " |\n"
+
+    t1 = head
+    for ics in ("static", "simple", "rl"):
+        for acs in ("threshold", "rl"):
+            t1 += row("1", ics, acs, 0.7 if ics == "rl" else None)
+    t2 = head
+    for acs in ("threshold", "rl"):
+        for w_d in SWEEP_W_D:
+            t2 += row("2", "rl", acs, w_d)
+    rlrl = by_key[("rl", "rl", 0.7)]
+    checks = []
+    for m, bound in TARGET.items():
+        v = rlrl["after_warmup"][m]
+        checks.append(
+            f"{m} {fmt(v, m)} (target <= {fmt(bound, m)}: {'met' if v <= bound + 1e-12 else 'NOT met'})"
+        )
+    whole = rlrl["whole_run"]
+    days = steps / 1440
+    run_walls = ", ".join(
+        f"{r['ics']}/{r['acs']}"
+        + (f"/w_d={r['w_d']}" if r["w_d"] is not None else "")
+        + f" {r['wall_seconds']:.0f} s"
+        for r in results
+    )
+    return (
+        f"WordCount of paper 004 Sec. 8.1 (splitter x5, filter keeps 40%, counter, consumer; M/D/1, mu = 330 "
+        f"tuples/s; <= 20 replicas; R_max = 60 ms; 3 regions of <= 50 two-core nodes), first {steps} minutes "
+        f"({days:.1f} days) of the Taxi trace scaled to 0..600 tuples/s, one period per minute. Metrics over "
+        f"periods {skip}..{steps} (the first {skip / 1440:.0f} days are the RL learning phase, paper Sec. 8.4); "
+        "nodes = nodes paid for (active + booting), averaged over periods.\n\n"
+        f"**Table 1** (ICS x ACS; RL ICS with w_d = 0.7, w_c = 0.3):\n\n{t1}\n"
+        f"**Table 2** (RL ICS, w_d / w_c sweep):\n\n{t2}\n"
+        f"**Target (RL ICS / RL ACS, w_d = 0.7)**: {'; '.join(checks)}. Whole run including learning: "
+        f"{fmt(whole['rmax_violations_pct'], 'x_pct')} violations, {fmt(whole['reconfigurations_pct'], 'x_pct')} "
+        f"reconfigurations, {whole['avg_replicas']:.2f} replicas, {whole['avg_active_nodes']:.2f} nodes.\n\n"
+        f"Wall time {wall:.0f} s for {len(results)} runs ({run_walls}).\n"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m policies.bench_multilevel", description=__doc__.split("\n")[0]
+    )
+    ap.add_argument(
+        "--steps", type=int, default=100_000, help="periods (minutes) to simulate (paper: 100000)"
+    )
+    ap.add_argument("--skip-days", type=float, default=3.0, help="learning days left out of the metrics")
+    ap.add_argument("--jobs", type=int, default=2, help="parallel runs")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-write", action="store_true", help="print only, do not touch docs/benchmarks.md")
+    args = ap.parse_args(argv)
+    if args.steps < 1:
+        raise SystemExit("--steps: must be >= 1")
+    skip = min(int(args.skip_days * 1440), args.steps - 1)
+    jobs = [(ics, acs, w_d, args.steps, skip, args.seed) for ics, acs, w_d in configurations()]
+    t0 = time.perf_counter()
+    if args.jobs > 1:
+        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+            results = list(pool.map(run_one, jobs))
+    else:
+        results = [run_one(j) for j in jobs]
+    wall = time.perf_counter() - t0
+    md = render(results, args.steps, skip, wall)
+    print(md)
+    if not args.no_write:
+        from policies.benchdoc import write_section
+
+        cmd = "python -m policies.bench multilevel" + (
+            f" --steps {args.steps}" if args.steps != 100_000 else ""
+        )
+        write_section("multilevel", md, cmd)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
