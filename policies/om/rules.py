@@ -57,6 +57,8 @@ class RuleBasedPolicy(Policy):
     ``k_min``/``K_max`` clamp) and may keep state across periods (windows, counters) in ``_get_state``.
     """
 
+    #: no random choices: one run per configuration is enough (benchmarks do not average over seeds).
+    deterministic: ClassVar[bool] = True
     #: node-type choice when the policy has no ``node_type`` parameter.
     NODE_CHOICE: ClassVar[str] = "cheapest"
 

@@ -92,9 +92,14 @@ def run_paper(
     steps: int | None = None,
 ) -> SimResult:
     """One paper-mode run of ``policy_name`` over ``trace`` (tuples/s per step). The policy's random choices
-    are all drawn from its generator seeded with ``seed``; the simulator itself draws none."""
+    are all drawn from its generator seeded with ``seed``; the simulator itself draws none. Offline policies
+    (those with a ``set_trace`` method, i.e. ``dp``) are given the trace unless ``params`` name a trace file."""
     spec = paper_spec(infra, n_res, k_max, weights)
     policy = build_policy(policy_name, spec, params, seed)
+    trace = np.asarray(trace, dtype=float)[:steps]
+    set_trace = getattr(policy, "set_trace", None)
+    if callable(set_trace) and not (params or {}).get("trace_path"):
+        set_trace(trace)  # offline policies (dp) are given the whole trace they will run on
     result = run_operator(trace, policy, spec=spec, k0=initial_deployment(spec, policy), steps=steps)
     result.meta.update(infra=infra, node_types=n_res, k_max=k_max, seed=seed)
     return result

@@ -1,0 +1,501 @@
+"""Benchmarks of the Operator Manager policies (and dispatch of the hierarchy benchmarks).
+
+    python -m policies.bench paper-tables [--trace PATH] [--seeds N] [--steps N] [--jobs J] [--policies a,b]
+        [--k-max 10,20] [--node-types 3,6,10] [--infra A,B] [--output PATH]
+    python -m policies.bench decision-latency [--calls N] [--policies a,b] [--infra A] [--node-types 3]
+        [--k-max 10] [--output PATH]
+    python -m policies.bench am ...          (policies.bench_hierarchy.main_am)
+    python -m policies.bench multilevel ...  (policies.bench_hierarchy.main_multilevel)
+
+``paper-tables`` regenerates the layout of Tables 2-5 of paper 001 (rows: policies; columns: infrastructures;
+blocks: N_res; one table per K_max) with our values beside the published ones
+(``shared/reference/paper_om_tables.csv``), plus a fidelity block against the authors' simulator on infrastructure
+A, 3 node types, K_max 10 (``shared/design/paper-benchmark.md``). Random policies are averaged over ``--seeds``
+seeds; deterministic ones (rule-based, ``dp``) run once. Policies whose class cannot be imported are reported as
+"not available". Each benchmark writes its own section of ``docs/benchmarks.md`` (or ``--output``) and prints it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import multiprocessing as mp
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, ClassVar, NoReturn
+
+import numpy as np
+
+from policies.benchdoc import DEFAULT_PATH, write_section
+from policies.registry import OM_POLICIES, load
+
+SHARED = Path(os.environ.get("STREAMSCALER_SHARED", Path(__file__).resolve().parents[2] / "shared"))
+DEFAULT_TRACE = SHARED / "traces" / "taxi.txt"
+REFERENCE_CSV = SHARED / "reference" / "paper_om_tables.csv"
+
+#: published policy names of paper 001 (Tables 2-5) -> ours
+PAPER_NAMES = {
+    "TB-C": "threshold",
+    "TB-S": "threshold-speedup",
+    "QL": "ql",
+    "QL+PDS": "ql-pds",
+    "QL+PDS+": "ql-pds-plus",
+    "DQL": "dql",
+    "DQL+PDS": "dql-pds",
+    "DQL+PDS+": "dql-pds-plus",
+}
+TABLE_ORDER = (
+    "threshold",
+    "threshold-speedup",
+    "threshold-first",
+    "ql",
+    "ql-pds",
+    "ql-pds-plus",
+    "dql",
+    "dql-pds",
+    "dql-pds-plus",
+    "model-based",
+    "dp",
+    "ds2",
+    "hpa",
+)
+#: the authors' simulator on the full Taxi trace, infrastructure A, 3 node types, K_max 10
+#: (shared/design/paper-benchmark.md): policy -> (avg cost, wall seconds on a 2-core machine)
+REFERENCE_FIDELITY = {
+    "threshold": (0.0365, 1.5),
+    "threshold-speedup": (0.0379, 2.2),
+    "ql": (0.1853, 4.4),
+    "ql-pds": (0.0839, 8.0),
+    "ql-pds-plus": (0.0758, 12.3),
+    "model-based": (0.0344, 62.0),
+}
+DETERMINISTIC_NAMES = {"dp"}
+METRICS = ("avg_cost", "violations_pct", "reconfigurations_pct", "avg_resource_cost")
+
+
+class UsageError(Exception):
+    """A bad command-line argument: one line on stderr, exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+# ---- helpers ----------------------------------------------------------------------------------------------------
+def _int_list(text: str, option: str, lo: int, hi: int | None = None) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UsageError(f"{option}: expected comma-separated integers, got {text!r}") from None
+    if not values:
+        raise UsageError(f"{option}: empty list")
+    for v in values:
+        if v < lo or (hi is not None and v > hi):
+            raise UsageError(f"{option}: {v} out of range {lo}..{hi if hi is not None else 'inf'}")
+    return values
+
+
+def _policy_list(text: str | None) -> list[str]:
+    if not text:
+        return [p for p in TABLE_ORDER if p in OM_POLICIES] + [p for p in OM_POLICIES if p not in TABLE_ORDER]
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    for n in names:
+        if n not in OM_POLICIES:
+            raise UsageError(
+                f"--policies: unknown policy {n!r}: choose from {', '.join(sorted(OM_POLICIES))}"
+            )
+    return names
+
+
+def availability(name: str) -> tuple[type | None, str]:
+    """(class, "") when policy ``name`` can be imported, else (None, reason)."""
+    try:
+        return load("om", name), ""
+    except (ImportError, AttributeError) as exc:
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+def is_deterministic(name: str, cls: type) -> bool:
+    return name in DETERMINISTIC_NAMES or bool(getattr(cls, "deterministic", False))
+
+
+def load_reference(path: Path = REFERENCE_CSV) -> dict[tuple[str, int, int, str, str], dict[str, str]]:
+    """Published values keyed by (trace, K_max, N_res, our policy name, infra); values kept as printed."""
+    out: dict[tuple[str, int, int, str, str], dict[str, str]] = {}
+    if not path.is_file():
+        return out
+    with path.open() as fh:
+        for row in csv.DictReader(fh):
+            ours = PAPER_NAMES.get(row["policy"])
+            if ours is None:
+                continue
+            key = (row["trace"], int(row["k_max"]), int(row["n_res"]), ours, row["infra"])
+            out[key] = row
+    return out
+
+
+# ---- paper-tables ------------------------------------------------------------------------------------------------
+_TRACE: np.ndarray | None = None
+
+
+def _init_worker(trace_path: str, steps: int | None) -> None:
+    global _TRACE
+    from policies.sim.trace import load_trace
+
+    _TRACE = load_trace(trace_path, steps=steps)
+
+
+def _run_job(job: tuple[str, str, int, int, int]) -> tuple[tuple[str, str, int, int, int], dict[str, Any]]:
+    """Worker: one paper-mode run; errors are returned, not raised, so one broken policy spoils no table."""
+    from policies.sim.scenario import run_paper
+
+    name, infra, n_res, k_max, seed = job
+    try:
+        assert _TRACE is not None
+        summary = run_paper(_TRACE, name, infra, n_res, k_max, seed=seed).summary()
+        return job, summary
+    except Exception as exc:  # noqa: BLE001 - reported in the table
+        return job, {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
+
+
+def run_grid(
+    trace_path: str,
+    steps: int | None,
+    policies: list[str],
+    infras: list[str],
+    node_types: list[int],
+    k_maxes: list[int],
+    seeds: int,
+    jobs: int,
+) -> tuple[dict[tuple[str, str, int, int], dict[str, Any]], dict[str, str]]:
+    """Run every (policy, infra, N_res, K_max) over the seeds; returns per-cell mean results and, per
+    unavailable policy, the reason."""
+    unavailable: dict[str, str] = {}
+    work: list[tuple[str, str, int, int, int]] = []
+    for name in policies:
+        cls, reason = availability(name)
+        if cls is None:
+            unavailable[name] = reason
+            continue
+        n_seeds = 1 if is_deterministic(name, cls) else seeds
+        for k_max in k_maxes:
+            for n_res in node_types:
+                for infra in infras:
+                    work.extend((name, infra, n_res, k_max, s) for s in range(n_seeds))
+    # longest first keeps the pool busy: learning policies and large N_res take longest
+    work.sort(
+        key=lambda j: (j[0] in ("threshold", "threshold-speedup", "threshold-first", "ds2", "hpa"), -j[2])
+    )
+    raw: dict[tuple[str, str, int, int], list[dict[str, Any]]] = {}
+    if jobs <= 1:
+        _init_worker(trace_path, steps)
+        results = map(_run_job, work)
+        for job, summary in results:
+            raw.setdefault(job[:4], []).append(summary)
+    else:
+        with mp.get_context("fork").Pool(
+            jobs, initializer=_init_worker, initargs=(trace_path, steps)
+        ) as pool:
+            for job, summary in pool.imap_unordered(_run_job, work):
+                raw.setdefault(job[:4], []).append(summary)
+    cells: dict[tuple[str, str, int, int], dict[str, Any]] = {}
+    for key, runs in raw.items():
+        errors = [r["error"] for r in runs if "error" in r]
+        ok = [r for r in runs if "error" not in r]
+        if not ok:
+            cells[key] = {"error": errors[0]}
+            continue
+        cell = {m: float(np.mean([r[m] for r in ok])) for m in (*METRICS, "wall_seconds", "steps")}
+        cell["seeds"] = len(ok)
+        cell["cost_std"] = float(np.std([r["avg_cost"] for r in ok]))
+        if errors:
+            cell["error"] = errors[0]
+        cells[key] = cell
+    return cells, unavailable
+
+
+def _fmt_pct(v: float) -> str:
+    return "< 0.1" if 0 < v < 0.05 else f"{v:.1f}"
+
+
+def _pub(ref: dict[str, str] | None, field: str) -> str:
+    return f" ({ref[field]})" if ref else ""
+
+
+def render_tables(
+    cells: dict[tuple[str, str, int, int], dict[str, Any]],
+    unavailable: dict[str, str],
+    policies: list[str],
+    infras: list[str],
+    node_types: list[int],
+    k_maxes: list[int],
+    trace_name: str,
+    reference: dict[tuple[str, int, int, str, str], dict[str, str]],
+) -> str:
+    """Markdown tables in the layout of paper 001's Tables 2-5: ours, the published value in brackets."""
+    lines: list[str] = []
+    for k_max in k_maxes:
+        lines.append(f"#### Trace {trace_name}, K_max = {k_max}: ours (published)\n")
+        head = "| N_res | Policy |"
+        rule = "|---|---|"
+        for infra in infras:
+            head += f" {infra}: Avg. cost | {infra}: Viol. % | {infra}: Rcf. % | {infra}: Res. |"
+            rule += "---|---|---|---|"
+        lines += [head, rule]
+        for n_res in node_types:
+            for name in policies:
+                row = f"| {n_res} | {name} |"
+                for infra in infras:
+                    if name in unavailable:
+                        row += " not available | | | |"
+                        continue
+                    cell = cells.get((name, infra, n_res, k_max))
+                    ref = reference.get((trace_name, k_max, n_res, name, infra))
+                    if cell is None or "avg_cost" not in cell:
+                        msg = cell["error"] if cell else "not run"
+                        row += f" error: {msg[:60]} | | | |"
+                        continue
+                    row += (
+                        f" {cell['avg_cost']:.4f}{_pub(ref, 'avg_cost')} |"
+                        f" {_fmt_pct(cell['violations_pct'])}{_pub(ref, 'violations_pct')} |"
+                        f" {_fmt_pct(cell['reconfigurations_pct'])}{_pub(ref, 'reconfigurations_pct')} |"
+                        f" {cell['avg_resource_cost']:.2f}{_pub(ref, 'resource_cost')} |"
+                    )
+                lines.append(row)
+        lines.append("")
+    return "\n".join(lines)
+
+
+def render_fidelity(cells: dict[tuple[str, str, int, int], dict[str, Any]], full_steps: bool) -> str:
+    """Our values against the authors' simulator (infrastructure A, 3 node types, K_max 10, Taxi trace)."""
+    lines = [
+        "#### Fidelity: infrastructure A, 3 node types, K_max 10, against the authors' simulator\n",
+        "| Policy | Avg. cost ours | theirs | ratio | within 10% | wall s ours | theirs | ratio |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, (cost, wall) in REFERENCE_FIDELITY.items():
+        cell = cells.get((name, "A", 3, 10))
+        if cell is None or "avg_cost" not in cell:
+            lines.append(f"| {name} | {'error' if cell else 'not run'} | {cost} | | | | {wall} | |")
+            continue
+        ratio = cell["avg_cost"] / cost
+        lines.append(
+            f"| {name} | {cell['avg_cost']:.4f} | {cost} | {ratio:.3f} | {'yes' if abs(ratio - 1) <= 0.1 else 'NO'} |"
+            f" {cell['wall_seconds']:.2f} | {wall} | {cell['wall_seconds'] / wall:.2f} |"
+        )
+    if not full_steps:
+        lines.append("\n(Not the full trace: the ratios are not comparable with the reference figures.)")
+    return "\n".join(lines)
+
+
+def paper_tables(argv: list[str]) -> int:
+    p = _Parser(prog="python -m policies.bench paper-tables", description="paper 001 Tables 2-5")
+    p.add_argument("--trace", default=str(DEFAULT_TRACE), help="trace file (tuples/s per line)")
+    p.add_argument("--seeds", type=int, default=3, help="seeds per random policy")
+    p.add_argument("--steps", type=int, default=None, help="first N steps of the trace (default: all)")
+    p.add_argument("--jobs", type=int, default=2, help="parallel worker processes")
+    p.add_argument("--policies", default=None, help="comma-separated policy names (default: all)")
+    p.add_argument("--k-max", default="10,20", help="comma-separated K_max values")
+    p.add_argument("--node-types", default="3,6,10", help="comma-separated N_res values")
+    p.add_argument("--infra", default="A,B", help="comma-separated infrastructures (A, B, B2)")
+    p.add_argument("--output", default=str(DEFAULT_PATH), help="markdown file whose section is written")
+    args = p.parse_args(argv)
+    if args.seeds < 1:
+        raise UsageError(f"--seeds: must be >= 1, got {args.seeds}")
+    if args.jobs < 1:
+        raise UsageError(f"--jobs: must be >= 1, got {args.jobs}")
+    if args.steps is not None and args.steps < 1:
+        raise UsageError(f"--steps: must be >= 1, got {args.steps}")
+    k_maxes = _int_list(args.k_max, "--k-max", 1)
+    node_types = _int_list(args.node_types, "--node-types", 1, 10)
+    infras = [x.strip() for x in args.infra.split(",") if x.strip()]
+    for infra in infras:
+        if infra not in ("A", "B", "B2"):
+            raise UsageError(f"--infra: unknown infrastructure {infra!r}: choose A, B or B2")
+    policies = _policy_list(args.policies)
+    from policies.sim.trace import load_trace
+
+    try:
+        n_steps = len(load_trace(args.trace, steps=args.steps))
+        full_len = len(load_trace(args.trace))
+    except ValueError as exc:
+        raise UsageError(f"--trace: {exc}") from None
+
+    t0 = time.perf_counter()
+    cells, unavailable = run_grid(
+        args.trace, args.steps, policies, infras, node_types, k_maxes, args.seeds, args.jobs
+    )
+    elapsed = time.perf_counter() - t0
+    trace_name = Path(args.trace).stem
+    body = [
+        f"Trace `{trace_name}` ({n_steps} steps), paper mode (`shared/design/paper-benchmark.md`); random policies: "
+        f"mean over {args.seeds} seed(s), deterministic ones (rule-based, dp) one run; {args.jobs} parallel job(s); "
+        f"total {elapsed:.0f} s. Published values of paper 001 (Tables 2-5) in brackets where they exist.\n",
+        render_tables(
+            cells, unavailable, policies, infras, node_types, k_maxes, trace_name, load_reference()
+        ),
+        render_fidelity(cells, full_steps=n_steps == full_len and trace_name == "taxi"),
+    ]
+    if unavailable:
+        body.append(
+            "\nNot available (class not importable yet): "
+            + "; ".join(f"`{n}` ({r[:80]})" for n, r in unavailable.items())
+        )
+    markdown = "\n".join(body)
+    command = "python -m policies.bench paper-tables" + ("" if not argv else " " + " ".join(argv))
+    write_section("paper-tables", markdown, command, path=args.output)
+    print(markdown)
+    return 0
+
+
+# ---- decision-latency --------------------------------------------------------------------------------------------
+def _trivial_policy_class() -> type:
+    from policies.base import Policy
+
+    class DoNothing(Policy):
+        """The trivial baseline: the base class's ``step()`` around a decision that always does nothing."""
+
+        name: ClassVar[str] = "do-nothing"
+
+        def _decide(self, k, rate, obs, explain):  # noqa: ANN001, ANN202 - Policy signature
+            return 0, {}
+
+    return DoNothing
+
+
+def time_steps(policy: Any, spec: Any, rates: np.ndarray, k0: np.ndarray, warmup: int = 200) -> np.ndarray:
+    """Nanoseconds of each ``policy.step(Observation)`` call over ``rates`` (after ``warmup`` untimed calls),
+    the deployment following the proposals as the control loop would apply them."""
+    from policies.base import Observation
+
+    model, speed = spec.model, spec.speedups
+    k = np.array(k0, dtype=np.int64)
+    out = np.empty(len(rates) - warmup, dtype=np.int64)
+    clock = time.perf_counter_ns
+    for i, rate in enumerate(rates.tolist()):
+        r = model.response_time(k, speed, rate)
+        obs = Observation(
+            deployment=k.copy(),
+            input_rate=rate,
+            response_time_s=r,
+            utilisation=model.utilisation(k, speed, rate),
+        )
+        t0 = clock()
+        proposal = policy.step(obs)
+        dt = clock() - t0
+        if i >= warmup:
+            out[i - warmup] = dt
+        k = proposal.deployment
+    return out
+
+
+def decision_latency(argv: list[str]) -> int:
+    p = _Parser(prog="python -m policies.bench decision-latency", description="Policy.step() latency")
+    p.add_argument("--trace", default=str(DEFAULT_TRACE), help="trace file the observations' rates come from")
+    p.add_argument("--calls", type=int, default=10_000, help="timed step() calls per policy")
+    p.add_argument("--policies", default=None, help="comma-separated policy names (default: all)")
+    p.add_argument("--infra", default="A", help="infrastructure A, B or B2")
+    p.add_argument("--node-types", type=int, default=3, help="N_res")
+    p.add_argument("--k-max", type=int, default=10, help="K_max")
+    p.add_argument("--output", default=str(DEFAULT_PATH), help="markdown file whose section is written")
+    args = p.parse_args(argv)
+    if args.calls < 1:
+        raise UsageError(f"--calls: must be >= 1, got {args.calls}")
+    policies = _policy_list(args.policies)
+    from policies.sim.scenario import build_policy, initial_deployment, paper_spec
+    from policies.sim.trace import load_trace
+
+    try:
+        spec = paper_spec(args.infra, args.node_types, args.k_max)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    warmup = 200
+    try:
+        rates = load_trace(args.trace, steps=args.calls + warmup)
+    except ValueError as exc:
+        raise UsageError(f"--trace: {exc}") from None
+    if len(rates) < args.calls + warmup:
+        rates = np.resize(rates, args.calls + warmup)
+
+    def measure(policy: Any) -> np.ndarray:
+        return time_steps(policy, spec, rates, initial_deployment(spec, policy), warmup)
+
+    base = measure(_trivial_policy_class()(spec))
+    base_p50 = float(np.percentile(base, 50)) / 1000.0
+    rows = [
+        "| Policy | p50 µs | p99 µs | p50 / trivial | budget | within |",
+        "|---|---|---|---|---|---|",
+        f"| trivial do-nothing (baseline) | {base_p50:.1f} | {np.percentile(base, 99) / 1000:.1f} | 1.00 | | |",
+    ]
+    for name in policies:
+        cls, reason = availability(name)
+        if cls is None:
+            rows.append(f"| {name} | not available | | | | |")
+            continue
+        try:
+            policy = build_policy(name, spec, {}, 0)
+            set_trace = getattr(policy, "set_trace", None)
+            if callable(set_trace):
+                set_trace(rates)
+            ns = measure(policy)
+        except Exception as exc:  # noqa: BLE001 - reported in the table
+            rows.append(f"| {name} | error: {type(exc).__name__}: {str(exc)[:60]} | | | | |")
+            continue
+        p50, p99 = float(np.percentile(ns, 50)) / 1000.0, float(np.percentile(ns, 99)) / 1000.0
+        budget = 5000.0 if name.startswith("dql") else 1000.0
+        rows.append(
+            f"| {name} | {p50:.1f} | {p99:.1f} | {p50 / base_p50:.2f} | {budget / 1000:.0f} ms |"
+            f" {'yes' if p99 < budget else 'NO'} |"
+        )
+    markdown = (
+        f"`Policy.step()` with an `Observation` (the control loop's call), {args.calls} timed calls per policy after "
+        f"{warmup} untimed ones, rates from `{Path(args.trace).name}`, infrastructure {args.infra}, "
+        f"{args.node_types} node types, K_max {args.k_max}; the deployment follows the proposals. Budget (issue 3): "
+        "1 ms tabular/rule-based, 5 ms deep; 'within' compares p99.\n\n" + "\n".join(rows)
+    )
+    command = "python -m policies.bench decision-latency" + ("" if not argv else " " + " ".join(argv))
+    write_section("decision-latency", markdown, command, path=args.output)
+    print(markdown)
+    return 0
+
+
+# ---- dispatch ----------------------------------------------------------------------------------------------------
+def _hierarchy(sub: str, argv: list[str]) -> int:
+    try:
+        import policies.bench_hierarchy as hierarchy
+    except ImportError as exc:
+        raise UsageError(f"{sub}: the hierarchy benchmarks are not available ({exc})") from None
+    func = getattr(hierarchy, "main_am" if sub == "am" else "main_multilevel", None)
+    if func is None:
+        raise UsageError(f"{sub}: policies.bench_hierarchy has no entry point for this benchmark yet")
+    try:
+        return int(func(argv) or 0)
+    except ImportError as exc:
+        raise UsageError(f"{sub}: the benchmark is not available yet ({exc})") from None
+
+
+SUBCOMMANDS = ("paper-tables", "decision-latency", "am", "multilevel")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if not argv or argv[0] not in SUBCOMMANDS:
+            got = repr(argv[0]) if argv else "nothing"
+            raise UsageError(f"subcommand: expected one of {', '.join(SUBCOMMANDS)}, got {got}")
+        sub, rest = argv[0], argv[1:]
+        if sub == "paper-tables":
+            return paper_tables(rest)
+        if sub == "decision-latency":
+            return decision_latency(rest)
+        return _hierarchy(sub, rest)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
