@@ -375,8 +375,9 @@ def apply_documents(
                         ]
                     )
                 seen[key] = i
-                if not errors:  # once a document failed nothing is written: the rest are only validated
-                    results.append((i, apply_valid(valid, owner)))
+                # Written even after another document failed (all is rolled back then), so that later
+                # documents are checked against the state they expect and only root causes are reported.
+                results.append((i, apply_valid(valid, owner)))
             except ManifestError as exc:
                 errors += prefixed(exc.errors, f"documents[{i}]") if multi else exc.errors
         if errors:

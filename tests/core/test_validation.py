@@ -1,0 +1,313 @@
+"""One test per validation rule: the rejected input yields an error whose path names the offending field."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from autoscaler import manifests
+from autoscaler.schemas import ManifestError, validate_document
+
+WORDCOUNT = {
+    "apiVersion": "autoscaler/v1",
+    "kind": "Application",
+    "metadata": {"name": "wordcount"},
+    "spec": {
+        "engine": "spark",
+        "slo": {"rMaxMs": 60, "etaV": 0.05, "etaR": 0.10},
+        "operators": [
+            {"name": "sentences", "kind": "source"},
+            {"name": "splitter", "kind": "operator", "maxParallelism": 20, "selectivity": 5.0},
+            {"name": "counter", "kind": "operator", "maxParallelism": 20},
+            {"name": "top", "kind": "sink"},
+        ],
+        "streams": [["sentences", "splitter"], ["splitter", "counter"], ["counter", "top"]],
+        "policies": {"om": "ql-pds-plus", "am": "naive"},
+    },
+}
+CATALOG = {
+    "apiVersion": "autoscaler/v1",
+    "kind": "NodeTypeCatalog",
+    "metadata": {"name": "tiny"},
+    "spec": {
+        "nodeTypes": [{"name": "n1", "cores": 1, "memoryMiB": 512, "speedup": 1.0, "pricePerHour": 0.01}]
+    },
+}
+
+
+def app(**changes) -> dict:
+    doc = copy.deepcopy(WORDCOUNT)
+    doc["spec"].update(changes)
+    return doc
+
+
+def errors_of(doc, refs=None) -> dict[str, str]:
+    """loc -> msg of every error validating ``doc`` (the document must be rejected)."""
+    with pytest.raises(ManifestError) as info:
+        validate_document(doc, refs)
+    return {e.loc: e.msg for e in info.value.errors}
+
+
+def test_valid_application_passes():
+    valid = validate_document(copy.deepcopy(WORDCOUNT), None)
+    assert valid.kind == "Application" and valid.name == "wordcount"
+    assert [op.name for op in valid.spec.operators] == ["sentences", "splitter", "counter", "top"]
+
+
+def test_cycle_is_rejected_and_named():
+    doc = app(
+        operators=WORDCOUNT["spec"]["operators"] + [{"name": "loop"}],
+        streams=WORDCOUNT["spec"]["streams"] + [["counter", "loop"], ["loop", "splitter"]],
+    )
+    errors = errors_of(doc)
+    assert errors["spec.streams"] == "cycle splitter -> counter -> loop -> splitter"
+
+
+def test_self_loop_is_a_cycle():
+    doc = app(streams=WORDCOUNT["spec"]["streams"] + [["counter", "counter"]])
+    assert errors_of(doc)["spec.streams"] == "cycle counter -> counter"
+
+
+def test_edge_to_unknown_operator():
+    doc = app(
+        streams=[["sentences", "splitter"], ["splitter", "counter"], ["counter", "foo"], ["counter", "top"]]
+    )
+    assert errors_of(doc)["spec.streams[2]"] == "edge to unknown operator 'foo'"
+
+
+def test_operator_unreachable_from_any_source():
+    doc = app(
+        operators=WORDCOUNT["spec"]["operators"] + [{"name": "orphan"}],
+        streams=WORDCOUNT["spec"]["streams"] + [["orphan", "top"]],
+    )
+    assert errors_of(doc)["spec.operators[4]"] == "operator 'orphan' is unreachable from any source"
+
+
+def test_operator_leading_to_no_sink():
+    doc = app(
+        operators=WORDCOUNT["spec"]["operators"] + [{"name": "dead_end"}],
+        streams=WORDCOUNT["spec"]["streams"] + [["splitter", "dead_end"]],
+    )
+    assert "leads to no sink" in errors_of(doc)["spec.operators[4]"]
+
+
+@pytest.mark.parametrize("missing", ["source", "sink"])
+def test_graph_needs_a_source_and_a_sink(missing):
+    ops = [op for op in WORDCOUNT["spec"]["operators"] if op.get("kind") != missing]
+    errors = errors_of(app(operators=ops))
+    assert f"at least one operator of kind {missing}" in errors["spec.operators"]
+
+
+def test_duplicate_operator_names():
+    ops = WORDCOUNT["spec"]["operators"] + [{"name": "counter"}]
+    assert "duplicate operator name 'counter'" in errors_of(app(operators=ops))["spec.operators[4].name"]
+
+
+def test_duplicate_streams():
+    doc = app(streams=WORDCOUNT["spec"]["streams"] + [["splitter", "counter"]])
+    assert "duplicate stream" in errors_of(doc)["spec.streams[3]"]
+
+
+def test_k_max_below_one():
+    doc = app()
+    doc["spec"]["operators"][1]["maxParallelism"] = 0
+    assert "greater than or equal to 1" in errors_of(doc)["spec.operators[1].maxParallelism"]
+
+
+@pytest.mark.parametrize("r_max", [0, -5])
+def test_r_max_not_positive(r_max):
+    doc = app(slo={"rMaxMs": r_max})
+    assert "greater than 0" in errors_of(doc)["spec.slo.rMaxMs"]
+
+
+@pytest.mark.parametrize(("field", "value"), [("etaV", 1.0), ("etaV", -0.01), ("etaR", 1.5), ("etaR", -1)])
+def test_eta_outside_unit_interval(field, value):
+    doc = app(slo={"rMaxMs": 60, field: value})
+    assert f"spec.slo.{field}" in errors_of(doc)
+
+
+def test_path_override_must_follow_streams():
+    doc = app(slo={"rMaxMs": 60, "paths": [{"path": ["sentences", "counter", "top"], "rMaxMs": 40}]})
+    assert errors_of(doc)["spec.slo.paths[0].path"] == "no stream sentences -> counter"
+
+
+def test_path_override_with_non_positive_bound():
+    doc = app(
+        slo={"rMaxMs": 60, "paths": [{"path": ["sentences", "splitter", "counter", "top"], "rMaxMs": 0}]}
+    )
+    assert "spec.slo.paths[0].rMaxMs" in errors_of(doc)
+
+
+def test_unknown_policy_name():
+    doc = app(policies={"om": "no-such-policy"})
+    assert "unknown om policy 'no-such-policy'" in errors_of(doc)["spec.policies.om.name"]
+
+
+def test_bad_policy_parameter_names_the_param_path():
+    doc = app(policies={"om": {"name": "ql-pds-plus", "params": {"no_such_param": 1}}})
+    locs = list(errors_of(doc))
+    assert len(locs) == 1 and locs[0].startswith("spec.policies.om.params")
+
+
+def test_bad_policy_parameter_type():
+    doc = app(policies={"rm": {"name": "simple", "params": {"n_idle": "many"}}})
+    assert errors_of(doc)["spec.policies.rm.params.n_idle"] == "must be a number, got 'many'"
+
+
+def test_unknown_policy_level():
+    doc = app(policies={"xm": "naive"})
+    assert "spec.policies.xm" in errors_of(doc)
+
+
+def test_connector_settings_validated_per_engine():
+    errors = errors_of(app(connector={"restUrl": "http://jm:8081"}))  # a Flink setting on a Spark app
+    assert "spec.connector.restUrl" in errors
+    assert "spec.connector.rateScale" in errors_of(app(engine="simulated", connector={"rateScale": -1}))
+
+
+def test_unknown_engine():
+    assert "spec.engine" in errors_of(app(engine="storm"))
+
+
+def test_am_period_shorter_than_om_period():
+    assert "must be >= omS" in errors_of(app(periods={"omS": 60, "amS": 30}))["spec.periods"]
+
+
+def test_unknown_field_is_rejected():
+    assert errors_of(app(rmax=3))["spec.rmax"] == "Extra inputs are not permitted"
+
+
+def test_unknown_kind():
+    doc = dict(copy.deepcopy(WORDCOUNT), kind="Pipeline")
+    assert errors_of(doc)["kind"].startswith("unknown kind 'Pipeline'")
+
+
+def test_unknown_version():
+    doc = dict(copy.deepcopy(WORDCOUNT), apiVersion="autoscaler/v2")
+    assert errors_of(doc)["apiVersion"].startswith("unknown version 'autoscaler/v2'")
+
+
+def test_bad_name():
+    doc = dict(copy.deepcopy(WORDCOUNT), metadata={"name": "has space"})
+    assert "metadata.name" in errors_of(doc)
+
+
+def test_negative_price():
+    doc = copy.deepcopy(CATALOG)
+    doc["spec"]["nodeTypes"][0]["pricePerHour"] = -0.01
+    assert "greater than or equal to 0" in errors_of(doc)["spec.nodeTypes[0].pricePerHour"]
+
+
+@pytest.mark.parametrize("speedup", [0, -1.0])
+def test_non_positive_speedup(speedup):
+    doc = copy.deepcopy(CATALOG)
+    doc["spec"]["nodeTypes"][0]["speedup"] = speedup
+    assert "greater than 0" in errors_of(doc)["spec.nodeTypes[0].speedup"]
+
+
+def test_duplicate_node_type_names():
+    doc = copy.deepcopy(CATALOG)
+    doc["spec"]["nodeTypes"].append(dict(doc["spec"]["nodeTypes"][0]))
+    assert "duplicate node type name 'n1'" in errors_of(doc)["spec.nodeTypes[1].name"]
+
+
+def test_every_error_is_reported_at_once():
+    doc = app(slo={"rMaxMs": -1, "etaV": 2})
+    doc["spec"]["operators"][1]["maxParallelism"] = 0
+    assert {"spec.slo.rMaxMs", "spec.slo.etaV", "spec.operators[1].maxParallelism"} <= set(errors_of(doc))
+
+
+# ---- rules that need stored resources ----------------------------------------------------------------------
+REGION = {
+    "apiVersion": "autoscaler/v1",
+    "kind": "Region",
+    "metadata": {"name": "r1"},
+    "spec": {"catalog": "tiny", "maxNodes": 10, "maxNewNodesPerPeriod": 2},
+}
+
+
+def deployment(**spec) -> dict:
+    base = {"application": "wordcount", "operator": "splitter", "region": "r1", "replicas": {"n1": 2}}
+    return {
+        "apiVersion": "autoscaler/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d1"},
+        "spec": {**base, **spec},
+    }
+
+
+@pytest.fixture
+def stored(db, alice):
+    manifests.apply_documents(
+        [copy.deepcopy(CATALOG), copy.deepcopy(REGION), copy.deepcopy(WORDCOUNT)], alice
+    )
+    return manifests.DatabaseReferences(alice)
+
+
+def test_stored_valid_deployment_passes(stored):
+    assert validate_document(deployment(), stored).spec.total() == 2
+
+
+def test_region_with_unknown_catalog(stored):
+    doc = copy.deepcopy(REGION)
+    doc["spec"]["catalog"] = "nope"
+    assert errors_of(doc, stored)["spec.catalog"] == "unknown node-type catalog 'nope'"
+
+
+def test_application_with_unknown_region(stored):
+    assert errors_of(app(regions=["r1", "mars"]), stored) == {"spec.regions[1]": "unknown region 'mars'"}
+
+
+def test_deployment_with_unknown_region(stored):
+    assert errors_of(deployment(region="mars"), stored)["spec.region"] == "unknown region 'mars'"
+
+
+def test_deployment_with_unknown_node_type(stored):
+    errors = errors_of(deployment(replicas={"n1": 1, "huge": 1}), stored)
+    assert errors == {"spec.replicas.huge": "unknown node type 'huge' in region 'r1'"}
+
+
+def test_deployment_above_k_max(stored):
+    errors = errors_of(deployment(replicas={"n1": 21}), stored)
+    assert errors["spec.replicas"] == "21 replicas exceed maxParallelism 20 of operator 'splitter'"
+
+
+def test_deployment_with_no_replica(stored):
+    assert (
+        errors_of(deployment(replicas={"n1": 0}), stored)["spec.replicas"]
+        == "a deployment needs at least one replica"
+    )
+
+
+def test_deployment_with_negative_replicas(stored):
+    assert "spec.replicas.n1" in errors_of(deployment(replicas={"n1": -1}), stored)
+
+
+def test_deployment_of_unknown_operator_or_application(stored):
+    assert "has no operator 'nope'" in errors_of(deployment(operator="nope"), stored)["spec.operator"]
+    assert (
+        errors_of(deployment(application="nope"), stored)["spec.application"] == "unknown application 'nope'"
+    )
+
+
+def test_second_deployment_of_one_operator(stored, alice):
+    manifests.apply_documents([deployment()], alice)
+    doc = deployment()
+    doc["metadata"]["name"] = "d2"
+    assert errors_of(doc, stored)["spec.operator"] == "operator 'splitter' already has deployment 'd1'"
+
+
+def test_lowering_k_max_below_a_deployment(stored, alice):
+    manifests.apply_documents([deployment(replicas={"n1": 5})], alice)
+    doc = app()
+    doc["spec"]["operators"][1]["maxParallelism"] = 4
+    errors = errors_of(doc, stored)
+    assert errors["spec.operators[1].maxParallelism"] == "4 is below the 5 replicas of deployment 'd1'"
+
+
+def test_removing_a_node_type_in_use(stored, alice):
+    manifests.apply_documents([deployment()], alice)
+    doc = copy.deepcopy(CATALOG)
+    doc["spec"]["nodeTypes"][0]["name"] = "n2"
+    assert "node type 'n1' cannot be removed" in errors_of(doc, stored)["spec.nodeTypes"]
