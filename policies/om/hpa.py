@@ -54,12 +54,15 @@ class HPA(RuleBasedPolicy):
             )
 
     def __init__(self, spec: OperatorSpec, params: dict[str, Any] | None = None, seed: int = 0) -> None:
+        self.recommendations: list[int] = []  # recommendations of the last window, most recent last
         super().__init__(spec, params, seed)
-        # recommendations of the last stabilisation window, most recent last
+
+    def _derive(self) -> None:
+        super()._derive()
+        # periods in the stabilisation window, the current one included
         self.window_len = max(
             1, math.ceil(round(self.params["stabilisation_s"] / self.params["period_s"], 9))
         )
-        self.recommendations: list[int] = []
 
     def recommendation(self, total: int, u: float) -> int:
         """The HPA's raw recommendation for ``total`` replicas at utilisation ``u``, clamped to 1..K_max."""

@@ -64,12 +64,20 @@ class RuleBasedPolicy(Policy):
 
     def __init__(self, spec: OperatorSpec, params: dict[str, Any] | None = None, seed: int = 0) -> None:
         super().__init__(spec, params, seed)
-        self._scale_type = choose_node_type(spec, self.params.get("node_type", self.NODE_CHOICE))
-        self._speedups = spec.speedups
-        self._n = spec.n_res
         # deployment bytes -> (total replicas, utilisation per tuple/s of input rate)
         self._ucache: dict[bytes, tuple[int, float]] = {}
         self._last_reason: dict[str, Any] = {}
+        self._derive()
+
+    def _derive(self) -> None:
+        """Quantities derived from the spec and the parameters (recomputed after ``load_state``)."""
+        self._scale_type = choose_node_type(self.spec, self.params.get("node_type", self.NODE_CHOICE))
+        self._speedups = self.spec.speedups
+        self._n = self.spec.n_res
+        self._ucache.clear()
+
+    def _on_reconfigure(self) -> None:
+        self._derive()
 
     def initial_type(self) -> int:
         """Node type of the single replica a run starts with (paper 001: the policy's own type)."""
