@@ -1,0 +1,164 @@
+"""The offline optimum [``dp``]: value iteration with the true model, the yardstick of the online policies.
+
+It knows everything an online policy has to learn:
+- the rate-level transition matrix ``P[l, l']`` estimated from the *whole* trace (transition counts);
+- the true performance model (the operator's queueing model and R_max), turned into the probability of a
+  violation per performance class and rate level using the distribution of the trace's rates inside each level.
+
+With these it solves the MDP of :mod:`policies.om.mdp` to convergence once (McQueen bounds, error < 1e-9) and
+then acts greedily. When the trace is a Markov chain of rate levels with rates drawn inside each level from a fixed
+distribution, this is the optimal policy of the level-observing MDP: no online policy beats it on average.
+On a real trace (Taxi) the level process is only approximately Markov, so an online policy can come close to it or,
+by chance, slightly below.
+
+How to give it the model (document of the ``params``):
+- ``OfflineOptimum.from_trace(spec, trace)``: estimate both from a rate array (tuples/s per step);
+- ``OfflineOptimum.from_model(spec, p, level_rates)``: a known transition matrix and, per level, a sample of
+  rates (or :func:`uniform_level_rates` for rates uniform inside each level);
+- ``params={"trace_path": "PATH"}``: read the trace file (what the CLI uses; ``trace_steps`` limits the lines).
+The space is the one of ``model-based`` (full when small, else deployments mixing at most two types: see
+:mod:`policies.om.model_based` for why this is exact on the states the optimal policy visits).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+
+from policies.base import Observation, Policy
+from policies.model import OperatorSpec
+from policies.om import mdp
+from policies.om.model_based import choose_max_types, outside_space_action
+
+TOLERANCE = 1e-9  # value-iteration error bound (max norm)
+
+
+def uniform_level_rates(spec: OperatorSpec, per_level: int = 1000, top_max_rate: float | None = None) -> list:
+    """A deterministic sample of rates uniform inside each level (tuples/s); the top level runs up to
+    ``top_max_rate`` (default: its nominal upper edge)."""
+    rl = spec.rate_levels
+    out = []
+    for lvl in range(rl.n):
+        lo = lvl * rl.width
+        hi = (lvl + 1) * rl.width if (lvl < rl.n - 1 or top_max_rate is None) else top_max_rate
+        out.append(lo + (np.arange(per_level) + 0.5) / per_level * (hi - lo))
+    return out
+
+
+class OfflineOptimum(Policy):
+    """Value iteration with the true performance model and the true rate-transition matrix (offline)."""
+
+    name: ClassVar[str] = "dp"
+    _explains: ClassVar[bool] = True
+    DEFAULTS: ClassVar[dict[str, Any]] = {"trace_path": "", "trace_steps": 0, "max_mixed_types": 0}
+
+    @classmethod
+    def check_params(cls, params: dict[str, Any]) -> None:
+        for key in ("trace_steps", "max_mixed_types"):
+            if params[key] < 0:
+                raise ValueError(f"params.{key}: must be >= 0, got {params[key]}")
+
+    def __init__(self, spec: OperatorSpec, params: dict[str, Any] | None = None, seed: int = 0) -> None:
+        super().__init__(spec, params, seed)
+        self.space = mdp.build_space(spec, choose_max_types(spec, self.params["max_mixed_types"]))
+        self.p: np.ndarray | None = None
+        self.level_rates: list[np.ndarray] | None = None
+        self.value: np.ndarray | None = None
+        self.sweeps = 0
+        if self.params["trace_path"]:
+            from policies.sim.trace import load_trace
+
+            steps = self.params["trace_steps"] or None
+            self.set_trace(load_trace(self.params["trace_path"], steps))
+
+    # ---- the true model ------------------------------------------------------------------------------------
+    @classmethod
+    def from_trace(
+        cls, spec: OperatorSpec, trace: np.ndarray, params: dict[str, Any] | None = None
+    ) -> OfflineOptimum:
+        """The optimum for ``trace`` (tuples/s per step): P and the in-level rate distribution from it."""
+        policy = cls(spec, params)
+        policy.set_trace(trace)
+        return policy
+
+    @classmethod
+    def from_model(
+        cls, spec: OperatorSpec, p: np.ndarray, level_rates: list, params: dict[str, Any] | None = None
+    ) -> OfflineOptimum:
+        """The optimum for a known level transition matrix ``p`` (L x L, rows sum to 1) and a sample of the
+        rates (tuples/s) inside each level."""
+        policy = cls(spec, params)
+        policy.set_model(p, level_rates)
+        return policy
+
+    def set_trace(self, trace: np.ndarray) -> None:
+        trace = np.asarray(trace, dtype=float)
+        if trace.ndim != 1 or len(trace) < 2:
+            raise ValueError("trace: need a 1-D array of at least 2 rates (tuples/s)")
+        levels = mdp.levels_of(trace, self.spec)
+        n = self.spec.rate_levels.n
+        p = mdp.transition_matrix(mdp.transition_counts(levels, n))
+        self.set_model(p, [trace[levels == lvl] for lvl in range(n)])
+
+    def set_model(self, p: np.ndarray, level_rates: list) -> None:
+        n = self.spec.rate_levels.n
+        p = np.asarray(p, dtype=float)
+        if p.shape != (n, n):
+            raise ValueError(f"p: must be {n} x {n} (rate levels), got {p.shape}")
+        if (p < 0).any() or not np.allclose(p.sum(axis=1), 1.0):
+            raise ValueError("p: rows must be probability distributions (>= 0, summing to 1)")
+        if len(level_rates) != n:
+            raise ValueError(f"level_rates: need one sample per level ({n}), got {len(level_rates)}")
+        self.p = p
+        self.level_rates = [np.asarray(r, dtype=float) for r in level_rates]
+        self._solve()
+
+    def _solve(self) -> None:
+        assert self.p is not None and self.level_rates is not None
+        v = mdp.violation_probabilities(mdp.rate_thresholds(self.spec, self.space), self.level_rates)
+        self.v_true = v
+        self.cost = mdp.state_cost(self.space, v, self.spec)
+        self._solved_key = self._key()
+        future, self.sweeps = mdp.value_iteration(
+            self.space, self.cost, self.p, self.spec.weights.rcf, self.spec.gamma, tol=TOLERANCE
+        )
+        self.value = self.cost + future
+
+    def _key(self) -> list[float]:
+        w = self.spec.weights
+        return [w.perf, w.res, w.rcf, self.spec.r_max_s]
+
+    def _on_reconfigure(self) -> None:
+        if self.p is not None and self._key() != getattr(self, "_solved_key", None):
+            self._solve()
+
+    # ---- deciding ------------------------------------------------------------------------------------------
+    def _decide(
+        self, k: np.ndarray, rate: float, obs: Observation | None, explain: bool
+    ) -> tuple[int, dict[int, float]]:
+        if self.value is None:
+            raise ValueError(
+                "dp: no model: build it with OfflineOptimum.from_trace / from_model or params.trace_path"
+            )
+        d = self.space.lookup(k)
+        if d < 0:
+            return outside_space_action(self.space, k, self.spec), {}
+        level = self.spec.rate_levels.level(rate)
+        q = mdp.q_values(self.space, d, level, self.value, self.p, self.spec.weights.rcf, self.spec.gamma)
+        return mdp.greedy(q), (q if explain else {})
+
+    # ---- durable state: the model (the values are recomputed deterministically from it) ----------------------
+    def _get_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        if self.p is None or self.level_rates is None:
+            return {"has_model": False}, {}
+        arrays = {"p": self.p}
+        arrays.update({f"rates_{i}": r for i, r in enumerate(self.level_rates)})
+        return {"has_model": True}, arrays
+
+    def _set_state(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        if meta.get("has_model"):
+            n = self.spec.rate_levels.n
+            self.p = arrays["p"].copy()
+            self.level_rates = [arrays[f"rates_{i}"].copy() for i in range(n)]
+            self._solve()

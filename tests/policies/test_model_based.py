@@ -1,0 +1,240 @@
+"""Model-based RL with full backups: value iteration, monotone violation model, state, reconfiguration."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from policies.base import Observation
+from policies.model import CostWeights, OperatorSpec, RateLevels, infrastructure
+from policies.om import mdp
+from policies.om.model_based import ModelBased, monotone_majorant
+from policies.sim.operator import run_operator
+from policies.sim.scenario import paper_spec
+from policies.sim.trace import load_trace
+
+
+def one_type_spec(k_max: int, levels: int) -> OperatorSpec:
+    return OperatorSpec(infrastructure("A", 1), k_max=k_max, rate_levels=RateLevels(levels, 650.0))
+
+
+# ---- value iteration --------------------------------------------------------------------------------------------
+
+
+def test_value_iteration_matches_hand_solved_two_deployment_mdp() -> None:
+    # states k=1 (cost 1 per step) and k=2 (cost 0.1); moving costs 0.2; gamma 0.9.
+    # Optimal: move from 1 to 2 and stay: V(2) = 0.1 / (1 - 0.9) = 1, V(1) = 1 + 0.2 + 0.9 * V(2) = 2.1.
+    spec = one_type_spec(2, 1)
+    space = mdp.build_space(spec)
+    assert space.deployments[:, 0].tolist() == [1, 2]
+    cost = np.array([[1.0], [0.1]])
+    future, _ = mdp.value_iteration(space, cost, np.ones((1, 1)), w_rcf=0.2, gamma=0.9, tol=1e-12)
+    np.testing.assert_allclose((cost + future)[:, 0], [2.1, 1.0], atol=1e-10)
+    q1 = mdp.q_values(space, 0, 0, cost + future, np.ones((1, 1)), 0.2, 0.9)
+    assert mdp.greedy(q1) == 2  # add one replica
+    q2 = mdp.q_values(space, 1, 0, cost + future, np.ones((1, 1)), 0.2, 0.9)
+    assert mdp.greedy(q2) == 0  # stay
+
+
+def test_value_iteration_uses_rows_of_the_transition_matrix_as_next_level_distributions() -> None:
+    # one deployment, two levels: V = c + gamma P V, i.e. V = (I - gamma P)^-1 c.
+    spec = one_type_spec(1, 2)
+    space = mdp.build_space(spec)
+    p = np.array([[0.5, 0.5], [0.2, 0.8]])
+    cost = np.array([[1.0, 0.0]])
+    future, _ = mdp.value_iteration(space, cost, p, w_rcf=0.2, gamma=0.9, tol=1e-12)
+    expected = np.linalg.solve(np.eye(2) - 0.9 * p, cost[0])
+    np.testing.assert_allclose((cost + future)[0], expected, atol=1e-9)
+
+
+def test_one_sweep_is_the_bellman_operator_on_a_random_space() -> None:
+    spec = paper_spec("A", 3, 5)
+    space = mdp.build_space(spec)
+    rng = np.random.default_rng(3)
+    n_levels = spec.rate_levels.n
+    p = rng.random((n_levels, n_levels))
+    p /= p.sum(axis=1, keepdims=True)
+    cost = rng.random((space.size, n_levels))
+    future = rng.random((space.size, n_levels))
+    out = mdp.sweep(space, cost, p, future, 0.2, 0.99)
+    value = cost + future
+    for d in range(0, space.size, 7):
+        for lvl in (0, 13, 29):
+            q = [
+                (0.0 if a == 0 else 0.2) + 0.99 * p[lvl] @ value[space.succ[d, a]]
+                for a in range(space.succ.shape[1])
+                if space.succ[d, a] >= 0
+            ]
+            assert out[d, lvl] == pytest.approx(min(q), abs=1e-12)
+
+
+def test_reduced_space_counts_and_closure() -> None:
+    spec = paper_spec("A", 10, 20)
+    assert mdp.count_deployments(10, 20) == 30_045_014
+    space = mdp.build_space(spec, max_types=2)
+    assert space.size == 10 * 20 + 45 * 190
+    assert ((space.deployments > 0).sum(axis=1) <= 2).all()
+    # every in-space successor is the deployment the action produces
+    d = space.lookup(np.array([2, 0, 0, 3, 0, 0, 0, 0, 0, 0]))
+    assert d >= 0
+    assert space.succ[d, 1 + 10 + 1] == -1  # a third type would leave the space
+    assert space.deployments[space.succ[d, 1 + 10 + 3]].tolist() == [2, 0, 0, 4, 0, 0, 0, 0, 0, 0]
+
+
+def test_performance_classes_have_the_true_rate_thresholds() -> None:
+    spec = paper_spec("A", 3, 10)
+    space = mdp.build_space(spec)
+    thr = mdp.rate_thresholds(spec, space)
+    speeds = spec.speedups
+    for d in range(0, space.size, 11):
+        k = space.deployments[d]
+        t = thr[space.cls[d]]
+        assert spec.model.response_time(k, speeds, t * (1 - 1e-9)) <= spec.r_max_s
+        assert spec.model.response_time(k, speeds, t * (1 + 1e-6)) > spec.r_max_s
+
+
+# ---- monotone violation model -----------------------------------------------------------------------------------
+
+
+def brute_majorant(freq: np.ndarray, visited: np.ndarray, space: mdp.DeploymentSpace) -> np.ndarray:
+    n_a, n_b = space.grid_shape
+    f = np.where(visited, freq, 0.0).reshape(n_a, n_b, -1)
+    out = np.zeros_like(f)
+    for a in range(n_a):
+        for b in range(n_b):
+            for lvl in range(f.shape[2]):
+                out[a, b, lvl] = f[a:, b:, : lvl + 1].max()
+    return out.reshape(freq.shape)
+
+
+def test_monotone_projection_is_the_smallest_monotone_majorant() -> None:
+    spec = paper_spec("A", 3, 4)
+    space = mdp.build_space(spec)
+    rng = np.random.default_rng(0)
+    visits = rng.integers(0, 3, size=(space.n_classes, spec.rate_levels.n)).astype(float)
+    violations = np.minimum(visits, rng.integers(0, 2, size=visits.shape)).astype(float)
+    v = monotone_majorant(violations, visits, space)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        freq = np.where(visits > 0, violations / visits, 0.0)
+    np.testing.assert_array_equal(v, brute_majorant(freq, visits > 0, space))
+    g = v.reshape(*space.grid_shape, -1)
+    assert (np.diff(g, axis=2) >= 0).all()  # higher level never violates less
+    assert (np.diff(g, axis=0) <= 0).all()  # more replicas never violate more
+    assert (np.diff(g, axis=1) <= 0).all()  # faster slowest type never violates more
+    assert (v >= freq).all()
+
+
+def test_projection_keeps_data_that_is_already_monotone() -> None:
+    spec = paper_spec("A", 3, 4)
+    space = mdp.build_space(spec)
+    # a true monotone model: violation iff the level's midpoint exceeds the class threshold
+    thr = mdp.rate_thresholds(spec, space)
+    mids = np.array([spec.rate_levels.rate(lvl) for lvl in range(spec.rate_levels.n)])
+    truth = (mids[None, :] > thr[:, None]).astype(float)
+    visits = np.full(truth.shape, 2.0)
+    np.testing.assert_array_equal(monotone_majorant(truth * 2.0, visits, space), truth)
+
+
+# ---- the policy ---------------------------------------------------------------------------------------------------
+
+
+def test_learns_the_taxi_head_cheaply_and_without_many_violations(taxi_head) -> None:
+    trace = load_trace(taxi_head)
+    spec = paper_spec("A", 3, 10)
+    result = run_operator(trace, ModelBased(spec))
+    summary = result.summary()
+    assert summary["violations_pct"] < 2.0
+    assert summary["avg_cost"] < 0.06
+
+
+def test_sweep_period_is_automatic_from_the_space_size() -> None:
+    small = ModelBased(paper_spec("A", 3, 10))
+    assert small.space.size == 285 and small.sweep_every == 1
+    big = ModelBased(paper_spec("A", 10, 20))
+    assert big.space.size == 8750 and big.sweep_every > 1
+    assert ModelBased(paper_spec("A", 3, 10), {"sweep_every": 5}).sweep_every == 5
+
+
+def run_steps(policy: ModelBased, trace: np.ndarray, k: np.ndarray) -> tuple[list[int], np.ndarray]:
+    spec = policy.spec
+    actions = []
+    for rate in trace:
+        violated = spec.model.response_time(k, spec.speedups, float(rate)) > spec.r_max_s
+        a = policy.act(k, float(rate), violated)
+        actions.append(a)
+        if a:
+            t, d = (a - 1, -1) if a <= spec.n_res else (a - 1 - spec.n_res, 1)
+            k = k.copy()
+            k[t] += d
+    return actions, k
+
+
+@pytest.mark.parametrize("n_res,k_max", [(3, 10), (4, 12)])
+def test_state_round_trip_is_bit_exact_and_continues_identically(taxi_head, n_res, k_max) -> None:
+    trace = load_trace(taxi_head)
+    policy = ModelBased(paper_spec("B", n_res, k_max), {"sweep_every": 3, "warmup_steps": 10}, seed=4)
+    k0 = np.eye(n_res, dtype=np.int64)[0]
+    _, k = run_steps(policy, trace[:1500], k0)
+    data = policy.state_bytes()
+    clone = ModelBased.from_state(paper_spec("B", n_res, k_max), data)
+    assert clone.state_bytes() == data
+    for name in ("trans_counts", "visits", "violations", "v_hat", "future", "p_hat"):
+        np.testing.assert_array_equal(getattr(clone, name), getattr(policy, name))
+    a1, k1 = run_steps(policy, trace[1500:], k)
+    a2, k2 = run_steps(clone, trace[1500:], k)
+    assert a1 == a2 and (k1 == k2).all()
+    assert clone.state_bytes() == policy.state_bytes()
+
+
+def test_explain_returns_values_of_alternatives_without_side_effects(taxi_head) -> None:
+    trace = load_trace(taxi_head)[:300]
+    spec = paper_spec("A", 3, 10)
+    policy = ModelBased(spec)
+    _, k = run_steps(policy, trace, np.array([1, 0, 0]))
+    before = policy.state_bytes()
+    action, values = policy._decide(k, 400.0, None, True)
+    assert policy.state_bytes() == before
+    assert 0 in values and action in values
+    assert values[action] == min(values.values())
+    proposal = policy.step(Observation(deployment=k, input_rate=400.0, violated=False))
+    assert "alternatives" in proposal.explanation
+    assert set(proposal.explanation["last_period_cost_terms"]) == {"perf", "res", "rcf"}
+
+
+def test_reconfigure_keeps_statistics_and_recomputes_values(taxi_head) -> None:
+    trace = load_trace(taxi_head)[:800]
+    policy = ModelBased(paper_spec("A", 3, 10))
+    _, k = run_steps(policy, trace, np.array([1, 0, 0]))
+    counts, visits, future = policy.trans_counts.copy(), policy.visits.copy(), policy.future.copy()
+    policy.reconfigure(weights=CostWeights(perf=0.2, res=0.6, rcf=0.2))
+    np.testing.assert_array_equal(policy.trans_counts, counts)
+    np.testing.assert_array_equal(policy.visits, visits)
+    assert not np.array_equal(policy.future, future)
+    # a new bound changes what a violation is: the rate model stays, the violation statistics restart
+    policy.reconfigure(r_max_s=0.1)
+    np.testing.assert_array_equal(policy.trans_counts, counts)
+    assert policy.visits.sum() == 0 and policy.v_hat.max() == 0
+    # reloading a state does not count as a reconfiguration
+    data = policy.state_bytes()
+    assert ModelBased.from_state(paper_spec("A", 3, 10), data).state_bytes() == data
+
+
+def test_deployment_outside_the_reduced_space_moves_back_into_it() -> None:
+    spec = paper_spec("A", 10, 20)
+    policy = ModelBased(spec, {"warmup_steps": 0, "sweep_every": 1000})
+    k = np.array([2, 1, 3, 0, 0, 0, 0, 0, 0, 0])
+    action = policy.act(k, 300.0, False)
+    assert action == 1 + 1  # remove the single replica of type 1
+
+
+@pytest.mark.parametrize(
+    "params,field",
+    [
+        ({"sweep_every": -1}, "sweep_every"),
+        ({"sweeps_per_update": 0}, "sweeps_per_update"),
+        ({"nope": 1}, "nope"),
+    ],
+)
+def test_bad_params_name_the_field(params, field) -> None:
+    with pytest.raises(ValueError, match=f"params.{field}"):
+        ModelBased(paper_spec("A", 3, 10), params)
