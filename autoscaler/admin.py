@@ -63,6 +63,10 @@ class ManifestAdmin(admin.ModelAdmin):
         form.request_user = request.user
         return form
 
+    def get_inlines(self, request, obj):
+        """Inlines only show stored rows, so there are none on the add page."""
+        return self.inlines if obj is not None else []
+
     def save_model(self, request, obj, form, change) -> None:
         name = obj.name if change else None
         (result,) = manifests.apply_documents(

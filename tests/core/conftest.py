@@ -56,3 +56,9 @@ def shared(db):
     for name in ("catalog-vm-example.yaml", "catalog-infra-a.yaml", "catalog-infra-b.yaml", "regions.yaml"):
         docs += manifests.parse_documents((EXAMPLES / name).read_text())
     return manifests.apply_documents(docs, None)
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    """Tests create users with passwords; the production hasher is deliberately slow."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

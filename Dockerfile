@@ -1,0 +1,16 @@
+# The control plane's web image (gunicorn). Build: docker compose build web
+FROM python:3.11-slim
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 AUTOSCALER_VAR_DIR=/app/var
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY autoscaler ./autoscaler
+COPY policies ./policies
+COPY connectors ./connectors
+COPY manage.py ./
+COPY manifests ./manifests
+RUN pip install --no-cache-dir . \
+    && DEBUG=true SECRET_KEY=collectstatic-only python manage.py collectstatic --noinput \
+    && useradd --create-home app && mkdir -p /app/var && chown -R app /app/var
+USER app
+EXPOSE 8000
+CMD ["gunicorn", "autoscaler.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "2"]

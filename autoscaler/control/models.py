@@ -1,0 +1,190 @@
+"""Storage of the control loop: tick ledger, agent state blobs, decision log, per-application control state.
+
+Units: periods and delays in seconds, costs in currency (resource cost over one period), prices in currency/h.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+from autoscaler.models import Application, Operator, Region
+
+#: Version of the agent-state envelope stored in ``AgentState.blob`` (the policy's own format is inside it).
+AGENT_STATE_FORMAT = 1
+
+
+class ApplicationControl(models.Model):
+    """Per-application control state: safety rails, AM configuration and token bucket, dispatch bookkeeping and
+    the incrementally maintained aggregates (totals plus sliding windows as ring buffers, O(1) per tick)."""
+
+    application = models.OneToOneField(Application, on_delete=models.CASCADE, related_name="control")
+    rails = models.JSONField(default=dict, blank=True, help_text="safety rails, see autoscaler.control.rails")
+    am_config = models.JSONField(
+        default=dict, blank=True, help_text="per-operator bounds (ms) and cost weights"
+    )
+    am_config_version = models.PositiveIntegerField(default=0)
+    am_state = models.BinaryField(null=True, blank=True, help_text="AM policy state (BO history)")
+    am_tuned_slot = models.BigIntegerField(default=-1)
+    bucket_tokens = models.FloatField(null=True, blank=True, help_text="reconfiguration token bucket level")
+    last_dispatched_slot = models.BigIntegerField(default=-1)
+    last_tick_slot = models.BigIntegerField(default=-1)
+    operator_memory = models.JSONField(
+        default=dict, blank=True, help_text="per operator: last scale-up time, ineffective block, capacity"
+    )
+    # aggregates since the start
+    periods = models.BigIntegerField(default=0)
+    no_data_periods = models.BigIntegerField(default=0)
+    violated_periods = models.BigIntegerField(default=0)
+    reconfigured_periods = models.BigIntegerField(default=0)
+    total_cost = models.FloatField(default=0.0, help_text="resource cost (currency) of all observed periods")
+    observed_seconds = models.FloatField(default=0.0)
+    # sliding windows over the last ``window`` observed periods: ring buffers + running sums
+    window = models.PositiveIntegerField(default=60)
+    ring_pos = models.PositiveIntegerField(default=0)
+    ring_fill = models.PositiveIntegerField(default=0)
+    ring_flags = models.BinaryField(
+        default=b"", help_text="1 byte per period: bit0 violated, bit1 reconfigured"
+    )
+    ring_cost = models.BinaryField(default=b"", help_text="float64 per period: resource cost (currency)")
+    ring_seconds = models.BinaryField(default=b"", help_text="float64 per period: period length (s)")
+    window_violated = models.PositiveIntegerField(default=0)
+    window_reconfigured = models.PositiveIntegerField(default=0)
+    window_cost = models.FloatField(default=0.0)
+    window_seconds = models.FloatField(default=0.0)
+    # Prometheus counters (monotonic) and the tick-latency histogram (bucket upper bound in s -> count)
+    ticks_total = models.BigIntegerField(default=0)
+    tick_errors_total = models.BigIntegerField(default=0)
+    decisions_total = models.BigIntegerField(default=0)
+    reconfigurations_applied_total = models.BigIntegerField(default=0)
+    denied_total = models.BigIntegerField(default=0)
+    latency_sum_s = models.FloatField(default=0.0)
+    latency_buckets = models.JSONField(default=dict, blank=True)
+    last_error = models.TextField(blank=True, default="")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"control of {self.application}"
+
+
+class Tick(models.Model):
+    """The ledger of ticks: one row per (application, slot). A tick observes period ``slot - 1``."""
+
+    class Status(models.TextChoices):
+        RUNNING = "running"
+        APPLYING = "applying"
+        DONE = "done"
+        NO_DATA = "no_data"
+        FAILED = "failed"
+
+    application = models.ForeignKey(Application, on_delete=models.CASCADE, related_name="ticks")
+    slot = models.BigIntegerField()
+    period_s = models.FloatField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
+    attempts = models.PositiveIntegerField(default=0)
+    dry_run = models.BooleanField(default=False)
+    plan = models.JSONField(null=True, blank=True, help_text="operator -> target deployment")
+    before = models.JSONField(null=True, blank=True, help_text="operator -> deployment before the plan")
+    result = models.JSONField(null=True, blank=True, help_text="ApplyResult of the plan")
+    error = models.TextField(blank=True, default="")
+    metrics = models.JSONField(null=True, blank=True, help_text="PeriodMetrics of the observed period")
+    created_at = models.DateTimeField(auto_now_add=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    latency_s = models.FloatField(null=True, blank=True, help_text="slot start to finish (s)")
+
+    class Meta:
+        ordering = ["application", "-slot"]
+        constraints = [models.UniqueConstraint(fields=["application", "slot"], name="unique_tick_per_slot")]
+        indexes = [models.Index(fields=["status", "created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.application}#{self.slot} {self.status}"
+
+
+class AgentState(models.Model):
+    """The durable state of one operator's OM policy (``Policy.state_bytes()``), saved after every step."""
+
+    operator = models.OneToOneField(Operator, on_delete=models.CASCADE, related_name="agent")
+    policy = models.CharField(max_length=63)
+    format_version = models.PositiveSmallIntegerField(default=AGENT_STATE_FORMAT)
+    blob = models.BinaryField()
+    steps = models.BigIntegerField(default=0, help_text="learning steps completed (policy.t)")
+    last_slot = models.BigIntegerField(default=-1)
+    am_config_version = models.PositiveIntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"agent {self.operator} ({self.policy}, t={self.steps})"
+
+
+class Decision(models.Model):
+    """One operator in one tick: what was observed, proposed, granted and applied, and what the period cost."""
+
+    class Outcome(models.TextChoices):
+        NO_DATA = "no_data"
+        NO_CHANGE = "no_change"
+        DENIED = "denied"
+        DRY_RUN = "dry_run"
+        APPLYING = "applying"
+        APPLIED = "applied"
+        FAILED = "failed"
+        ROLLED_BACK = "rolled_back"
+
+    tick = models.ForeignKey(Tick, on_delete=models.CASCADE, related_name="decisions")
+    application = models.ForeignKey(Application, on_delete=models.CASCADE, related_name="decisions")
+    operator = models.ForeignKey(Operator, on_delete=models.CASCADE, related_name="decisions")
+    slot = models.BigIntegerField()
+    outcome = models.CharField(max_length=16, choices=Outcome.choices)
+    observed = models.JSONField(default=dict, help_text="OperatorMetrics of the observed period")
+    deployment = models.JSONField(default=dict, help_text="deployment in place during the observed period")
+    proposal = models.JSONField(default=dict, help_text="action, target deployment and explanation")
+    granted = models.BooleanField(default=False)
+    reason = models.TextField(blank=True, default="", help_text="AM / safety-rail reason")
+    applied = models.JSONField(null=True, blank=True, help_text="deployment in place after the tick")
+    finished_at = models.DateTimeField(null=True, blank=True)
+    downtime_s = models.FloatField(default=0.0)
+    resource_cost = models.FloatField(
+        default=0.0, help_text="currency spent on the deployment over the period"
+    )
+    violated = models.BooleanField(default=False)
+    reconfigured = models.BooleanField(default=False, help_text="the observed period began with a change")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["application", "-slot", "operator"]
+        indexes = [models.Index(fields=["application", "slot"]), models.Index(fields=["operator", "slot"])]
+
+    def __str__(self) -> str:
+        return f"{self.operator}#{self.slot} {self.outcome}"
+
+
+class RegionTick(models.Model):
+    """One RM step + IM arbitration of a region (ledger and record in one row), unique on (region, slot)."""
+
+    region = models.ForeignKey(Region, on_delete=models.CASCADE, related_name="control_ticks")
+    slot = models.BigIntegerField()
+    policy = models.CharField(max_length=63)
+    state = models.JSONField(default=dict, help_text="nodes per type in use by the region's deployments")
+    proposals = models.JSONField(default=list)
+    decisions = models.JSONField(default=list)
+    agent_state = models.BinaryField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["region", "-slot"]
+        constraints = [models.UniqueConstraint(fields=["region", "slot"], name="unique_region_tick_per_slot")]
+
+
+class SimulatedEngine(models.Model):
+    """The durable state of a simulated engine (the deployment "running" on it) and its fault injection.
+
+    This is the engine's storage, not the control plane's: it is written by the simulated realizer immediately
+    (outside the control loop's transactions), as a real engine would be. ``applies`` counts reconfigurations
+    the engine received. ``faults``: ``missingSlots`` (list), ``refuseApply`` (bool), ``applyDelayS``,
+    ``collectDelayS`` (s), ``failCollect`` (count of collects that raise ConnectorError)."""
+
+    application = models.OneToOneField(Application, on_delete=models.CASCADE, related_name="simulated_engine")
+    deployments = models.JSONField(null=True, blank=True)
+    applies = models.PositiveIntegerField(default=0)
+    faults = models.JSONField(default=dict, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)

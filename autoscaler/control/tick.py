@@ -1,0 +1,588 @@
+"""One control tick of one application: monitor -> OM steps -> rails + AM arbitration -> execute.
+
+A tick is identified by ``(application, slot)``; slot ``s`` starts at ``s * T_OM`` seconds since the epoch and
+observes period ``s - 1``. Guarantees:
+
+- idempotent: the ledger row ``Tick(application, slot)`` is created/locked with ``select_for_update``; a tick whose
+  row is done is a duplicate and does nothing (no apply, no learning);
+- serialised per application: the whole tick holds a PostgreSQL session advisory lock on the application (released
+  by the server if the worker dies); other applications are not blocked;
+- atomic learning: agent states, decision records, aggregates and the ledger's move to ``applying``/``done``
+  commit in one transaction;
+- the engine apply happens after that commit, outside any transaction; a tick found ``applying`` (worker died
+  during the apply) is reconciled against the engine's ``current()`` instead of being applied again;
+- incomplete metrics: "no data" decisions, no action, no learning.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from django.db import connection, transaction
+from django.utils import timezone
+
+from autoscaler.control import aggregates
+from autoscaler.control.models import AGENT_STATE_FORMAT, AgentState, ApplicationControl, Decision, Tick
+from autoscaler.control.rails import Rails, parse_rails
+from autoscaler.control.topology import (
+    DEFAULT_OM_POLICY,
+    Topology,
+    finite,
+    naive_configuration,
+    operator_spec,
+    policy_choice,
+    topology,
+)
+from autoscaler.models import Application
+from connectors.base import ApplyResult, Connector, Period, PeriodMetrics, ScalingPlan
+from policies import registry
+from policies.am.arbiter import Arbiter, Request
+from policies.base import Observation, Policy, action_delta
+
+LOCK_NAMESPACE = 0x5CA1  # first key of pg_advisory_lock(int, int); the second is the application id
+LATENCY_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+@dataclass
+class TickOutcome:
+    application_id: int
+    slot: int
+    status: str
+    duplicate: bool = False
+    applied: bool = False
+    reconciled: bool = False
+    decisions: int = 0
+
+
+def slot_of(now_s: float, period_s: float) -> int:
+    """The slot index containing time ``now_s`` (s since the epoch) for a period of ``period_s`` seconds."""
+    return int(now_s // period_s)
+
+
+@contextlib.contextmanager
+def application_lock(application_id: int):
+    """Serialise ticks of one application across processes (PostgreSQL session advisory lock; on other databases
+    the database's own write lock serialises the transactions)."""
+    if connection.vendor != "postgresql":
+        yield
+        return
+    with connection.cursor() as cur:
+        cur.execute("SELECT pg_advisory_lock(%s, %s)", [LOCK_NAMESPACE, application_id])
+    try:
+        yield
+    finally:
+        with connection.cursor() as cur:
+            cur.execute("SELECT pg_advisory_unlock(%s, %s)", [LOCK_NAMESPACE, application_id])
+
+
+def control_of(application: Application) -> ApplicationControl:
+    control, _ = ApplicationControl.objects.get_or_create(application=application)
+    return control
+
+
+def run_tick(
+    application_id: int,
+    slot: int,
+    connector: Connector | None = None,
+    enqueued_at: float | None = None,
+) -> TickOutcome:
+    """Run tick ``slot`` of the application (see module doc). Connector errors propagate (the task retries)."""
+    started = time.time() if enqueued_at is None else enqueued_at
+    with application_lock(application_id):
+        app = Application.objects.get(pk=application_id)
+        if connector is None:
+            from connectors.factory import build_connector
+
+            connector = build_connector(app)
+        reconciled = False
+        for stale in Tick.objects.filter(application=app, status=Tick.Status.APPLYING).order_by("slot"):
+            _finish_apply(app, stale.pk, connector, started, reconcile=True, same_slot=stale.slot == slot)
+            reconciled = reconciled or stale.slot == slot
+        outcome = _decide(app, slot, connector, started)
+        outcome.reconciled = reconciled
+        if outcome.status == Tick.Status.APPLYING:
+            outcome.applied = _finish_apply(app, outcome_tick_id(app, slot), connector, started)
+            outcome.status = Tick.Status.DONE
+        return outcome
+
+
+def outcome_tick_id(app: Application, slot: int) -> int:
+    return Tick.objects.only("pk").get(application=app, slot=slot).pk
+
+
+# ---- phase 1: observe, learn, decide (one transaction) -------------------------------------------------------
+def _decide(app: Application, slot: int, connector: Connector, started: float) -> TickOutcome:
+    period_s = float(app.om_period_s)
+    with transaction.atomic():
+        tick, created = Tick.objects.select_for_update().get_or_create(
+            application=app, slot=slot, defaults={"period_s": period_s, "dry_run": app.dry_run}
+        )
+        if not created and tick.status != Tick.Status.RUNNING:
+            status = Tick.Status.DONE if tick.status == Tick.Status.APPLYING else tick.status
+            return TickOutcome(app.pk, slot, status, duplicate=True)
+        control = ApplicationControl.objects.select_for_update().get_or_create(application=app)[0]
+        tick.attempts += 1
+        topo = topology(app)
+        rails = parse_rails(control.rails, [op.name for op in topo.all_operators])
+        if not control.am_config.get("bounds_ms"):
+            control.am_config = naive_configuration(topo)
+            control.am_config_version += 1
+        period = Period(slot - 1, (slot - 1) * period_s, slot * period_s)
+        metrics = connector.monitor.collect(period)
+        tick.metrics = finite(metrics.to_dict())
+        tick.decided_at = timezone.now()
+        missing = _missing_reason(metrics, topo)
+        if missing:
+            n = _record_no_data(app, tick, control, topo, metrics, missing, rails)
+            _count_tick(control, started)
+            control.save()
+            return TickOutcome(app.pk, slot, tick.status, decisions=n)
+        status, n = _learn_and_arbitrate(app, tick, control, topo, metrics, rails, period_s)
+        if status == Tick.Status.DONE:
+            _count_tick(control, started)
+            tick.finished_at = timezone.now()
+            tick.latency_s = time.time() - started
+        control.last_tick_slot = max(control.last_tick_slot, slot)
+        control.save()
+        tick.status = status
+        tick.save()
+        return TickOutcome(app.pk, slot, status, decisions=n)
+
+
+def _missing_reason(metrics: PeriodMetrics, topo: Topology) -> str:
+    if not metrics.complete:
+        return metrics.reason or "metrics incomplete"
+    for op in topo.operators:
+        m = metrics.operators.get(op.name)
+        if m is None:
+            return f"no metrics for operator {op.name!r}"
+        if not m.complete or m.input_rate is None:
+            return f"operator {op.name!r}: {m.reason or 'metrics incomplete'}"
+    return ""
+
+
+def _record_no_data(app, tick, control, topo, metrics, reason, rails: Rails) -> int:
+    now = timezone.now()
+    rows = [
+        Decision(
+            tick=tick,
+            application=app,
+            operator=op,
+            slot=tick.slot,
+            outcome=Decision.Outcome.NO_DATA,
+            observed=finite(metrics.operators[op.name].to_dict()) if op.name in metrics.operators else {},
+            deployment=op.deployment.replicas,
+            reason=f"no data: {reason}; no action, no learning",
+            finished_at=now,
+        )
+        for op in topo.operators
+    ]
+    Decision.objects.bulk_create(rows)
+    tick.status = Tick.Status.NO_DATA
+    tick.error = reason
+    tick.finished_at = now
+    tick.latency_s = None
+    # rollback rail: the period after a reconfiguration shows the job failing -> restore the previous deployment
+    last = (
+        Tick.objects.filter(application=app, slot__lt=tick.slot, status=Tick.Status.DONE, plan__isnull=False)
+        .order_by("-slot")
+        .first()
+    )
+    if (
+        rails.rollback_on_failure
+        and last is not None
+        and last.slot == tick.slot - 1
+        and (last.result or {}).get("ok")
+        and last.before
+        and not app.dry_run
+        and "no running replica" in reason
+    ):
+        tick.plan = {name: last.before[name] for name in last.plan if name in last.before}
+        tick.before = (last.result or {}).get("deployments")
+        tick.status = Tick.Status.APPLYING
+        tick.error = f"{reason}; rolling back the reconfiguration of slot {last.slot}"
+    tick.save()
+    control.no_data_periods += 1
+    control.decisions_total += len(rows)
+    control.last_tick_slot = max(control.last_tick_slot, tick.slot)
+    return len(rows)
+
+
+def _count_tick(control: ApplicationControl, started: float) -> None:
+    latency = max(time.time() - started, 0.0)
+    control.ticks_total += 1
+    control.latency_sum_s += latency
+    buckets = dict(control.latency_buckets or {})
+    for b in (*LATENCY_BUCKETS_S, "+Inf"):
+        if b == "+Inf" or latency <= b:
+            buckets[str(b)] = buckets.get(str(b), 0) + 1
+    control.latency_buckets = buckets
+
+
+def _load_policy(agent: AgentState | None, op, topo, control, rails: Rails) -> Policy:
+    name, params = policy_choice(topo.application, "om", DEFAULT_OM_POLICY)
+    lo, hi = rails.bounds(op.name, op.max_parallelism)
+    spec = operator_spec(topo, op, control.am_config, k_min=lo, k_max=hi)
+    cls = registry.load("om", name)
+    policy = cls(spec, params, seed=op.pk)
+    if agent is not None and agent.policy == name and agent.blob:
+        policy.load_state(bytes(agent.blob))
+        policy.spec.k_min, policy.spec.k_max = spec.k_min, spec.k_max
+        if agent.am_config_version != control.am_config_version:
+            policy.reconfigure(spec.weights, spec.r_max_s)
+    return policy
+
+
+def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetrics, rails: Rails, period_s):
+    now_s = tick.slot * period_s
+    when = dt.datetime.fromtimestamp(now_s, tz=dt.UTC)
+    agents = {a.operator_id: a for a in AgentState.objects.filter(operator__in=topo.operators)}
+    memory: dict[str, Any] = dict(control.operator_memory or {})
+    app_mem = dict(memory.get("__app__", {}))
+    reconfigured = app_mem.get("last_apply_slot") == tick.slot - 1
+    policies: list[Policy] = []
+    proposals = []
+    requests: list[Request] = []
+    rail_reasons: dict[int, str] = {}
+    bounds: list[tuple[int, int]] = []
+    violated_any = False
+    cost_total = 0.0
+    decisions: list[Decision] = []
+    for i, op in enumerate(topo.operators):
+        m = metrics.operators[op.name]
+        k = topo.vector(m.deployment)
+        policy = _load_policy(agents.get(op.pk), op, topo, control, rails)
+        rt = m.response_time_s
+        violated = rt is None or not np.isfinite(rt) or rt > policy.spec.r_max_s
+        violated_any = violated_any or violated
+        obs = Observation(k, float(m.input_rate), rt, violated, m.utilisation, True)
+        proposal = policy.step(obs)
+        policies.append(policy)
+        proposals.append(proposal)
+        lo, hi = rails.bounds(op.name, op.max_parallelism)
+        bounds.append((lo, hi))
+        reason = _rail_reason(rails, when, now_s, memory.get(op.name, {}), proposal.action, len(k), m)
+        if reason:
+            rail_reasons[i] = reason
+        requests.append(
+            Request(i, k, 0 if reason else proposal.action, violated, float(m.utilisation or 0.0))
+        )
+        cost = float(np.dot(k, topo.prices_per_hour)) * period_s / 3600.0
+        cost_total += cost
+        decisions.append(
+            Decision(
+                tick=tick,
+                application=app,
+                operator=op,
+                slot=tick.slot,
+                observed=finite(m.to_dict()),
+                deployment=topo.as_dict(k),
+                resource_cost=cost,
+                violated=violated,
+                reconfigured=reconfigured,
+            )
+        )
+        _check_ineffective(rails, memory, op.name, m, now_s)
+    # the application-level violation: any path above its bound (R_max or its override), else any operator
+    if metrics.path_response_time_s:
+        violated_app = any(
+            (v is None or not np.isfinite(v) or v * 1000.0 > app.r_max_ms)
+            for v in metrics.path_response_time_s.values()
+        )
+    else:
+        violated_app = violated_any
+    arbiter = Arbiter(
+        app.eta_r,
+        1.0,
+        k_max=[b[1] for b in bounds] or 1,
+        k_min=[b[0] for b in bounds] or 1,
+        node_type_names=topo.type_names,
+    )
+    if control.bucket_tokens is not None:
+        arbiter.bucket.tokens = min(max(control.bucket_tokens, 0.0), arbiter.bucket.capacity)
+    granted = arbiter.arbitrate(requests) if requests else []
+    control.bucket_tokens = arbiter.bucket.tokens
+    plan: dict[str, dict[str, int]] = {}
+    before: dict[str, dict[str, int]] = {}
+    names = topo.type_names
+    for i, (op, policy, proposal, decision, am) in enumerate(
+        zip(topo.operators, policies, proposals, decisions, granted, strict=True)
+    ):
+        explanation = finite(proposal.explanation)
+        decision.proposal = {
+            "action": int(proposal.action),
+            "target": topo.as_dict(proposal.deployment),
+            "explanation": explanation,
+        }
+        if i in rail_reasons:
+            decision.granted, decision.reason = False, rail_reasons[i]
+        else:
+            decision.granted = proposal.action != 0 and am.granted
+            decision.reason = am.reason
+        if proposal.action != 0 and not decision.granted:
+            policy.override_last_action(0)
+            control.denied_total += 1
+        if decision.granted:
+            target = topo.as_dict(proposal.deployment)
+            plan[op.name] = target
+            before[op.name] = decision.deployment
+            decision.outcome = Decision.Outcome.DRY_RUN if app.dry_run else Decision.Outcome.APPLYING
+            t, d = action_delta(proposal.action, len(names))
+            if d > 0:
+                spec = policy.spec
+                k_old = topo.vector(decision.deployment)
+                gain = spec.model.capacity(proposal.deployment, spec.speedups) - spec.model.capacity(
+                    k_old, spec.speedups
+                )
+                m = metrics.operators[op.name]
+                memory.setdefault(op.name, {}).update(
+                    pending_check={
+                        "slot": tick.slot,
+                        "capacity_before": _measured_capacity(m),
+                        "expected_gain": float(gain),
+                    }
+                )
+        else:
+            decision.outcome = Decision.Outcome.DENIED if proposal.action != 0 else Decision.Outcome.NO_CHANGE
+            decision.applied = decision.deployment
+            decision.finished_at = timezone.now()
+    # persist: agent states, decisions, aggregates, ledger -- one transaction (the caller's)
+    _save_agents(topo, policies, agents, tick.slot, control.am_config_version)
+    Decision.objects.bulk_create(decisions)
+    aggregates.record_period(
+        control, violated=violated_app, reconfigured=reconfigured, cost=cost_total, seconds=period_s
+    )
+    control.decisions_total += len(decisions)
+    memory["__app__"] = app_mem
+    control.operator_memory = memory
+    if plan and not app.dry_run:
+        tick.plan, tick.before = plan, before
+        return Tick.Status.APPLYING, len(decisions)
+    tick.plan = plan or None
+    return Tick.Status.DONE, len(decisions)
+
+
+def _save_agents(
+    topo: Topology, policies: list[Policy], agents: dict[int, AgentState], slot: int, version: int
+):
+    new, changed = [], []
+    for op, policy in zip(topo.operators, policies, strict=True):
+        blob = policy.state_bytes()
+        agent = agents.get(op.pk)
+        if agent is None:
+            new.append(
+                AgentState(
+                    operator=op,
+                    policy=policy.name,
+                    format_version=AGENT_STATE_FORMAT,
+                    blob=blob,
+                    steps=policy.t,
+                    last_slot=slot,
+                    am_config_version=version,
+                )
+            )
+        else:
+            agent.policy, agent.blob, agent.steps, agent.last_slot = policy.name, blob, policy.t, slot
+            agent.am_config_version, agent.format_version = version, AGENT_STATE_FORMAT
+            agent.updated_at = timezone.now()
+            changed.append(agent)
+    AgentState.objects.bulk_create(new)
+    fields = ["policy", "blob", "steps", "last_slot", "am_config_version", "format_version", "updated_at"]
+    AgentState.objects.bulk_update(changed, fields)
+
+
+def _measured_capacity(m) -> float | None:
+    """Capacity estimate (tuples/s) from a period's metrics: processing rate / utilisation."""
+    if m.processing_rate is None or not m.utilisation or m.utilisation < 0.05:
+        return None
+    return float(m.processing_rate) / float(m.utilisation)
+
+
+def _check_ineffective(rails: Rails, memory: dict, name: str, m, now_s: float) -> None:
+    """After a scale-up, compare the measured capacity rise with the model's expected rise."""
+    mem = memory.get(name)
+    if not mem or "pending_check" not in mem:
+        return
+    check = mem.pop("pending_check")
+    if rails.ineffective_scale_up_ratio <= 0:
+        return
+    after, before, gain = _measured_capacity(m), check.get("capacity_before"), check.get("expected_gain", 0.0)
+    if after is None or before is None or gain <= 0:
+        return
+    rise = after - before
+    if rise < rails.ineffective_scale_up_ratio * gain:
+        mem["blocked_until"] = now_s + rails.ineffective_block_s
+        mem["blocked_reason"] = (
+            f"ineffective scale-up at slot {check['slot']}: capacity rose {rise:.1f} tuples/s, "
+            f"expected {gain:.1f}"
+        )
+
+
+def _rail_reason(rails: Rails, when: dt.datetime, now_s: float, mem: dict, action: int, n_res: int, m) -> str:
+    if action == 0:
+        return ""
+    window = rails.frozen(when)
+    if window is not None:
+        return f"denied by safety rail: freeze window {window.start}-{window.end} UTC"
+    _, d = action_delta(action, n_res)
+    if d < 0 and rails.scale_down_delay_s > 0 and "last_scale_up_s" in mem:
+        since = now_s - mem["last_scale_up_s"]
+        if since < rails.scale_down_delay_s:
+            return (
+                f"denied by safety rail: scale-down delay ({since:.0f} s since the last scale-up "
+                f"< {rails.scale_down_delay_s:.0f} s)"
+            )
+    if d > 0 and mem.get("blocked_until", -1) > now_s:
+        return f"denied by safety rail: {mem.get('blocked_reason', 'ineffective scale-up')}"
+    return ""
+
+
+# ---- phase 2: execute outside any transaction, then record -------------------------------------------------
+def _finish_apply(
+    app: Application,
+    tick_id: int,
+    connector: Connector,
+    started: float,
+    reconcile: bool = False,
+    same_slot: bool = True,
+) -> bool:
+    """Apply the plan of an ``applying`` tick (or reconcile it with the engine) and record the result.
+    Returns whether the engine now runs the plan."""
+    tick = Tick.objects.get(pk=tick_id)
+    plan: dict[str, dict[str, int]] = tick.plan or {}
+    current = connector.realizer.current()
+    matches = all(_same(current.get(name), target) for name, target in plan.items())
+    if reconcile and matches:
+        result = ApplyResult(True, current, details={"reconciled": "engine already runs the plan"})
+    elif reconcile and not same_slot:
+        result = ApplyResult(
+            False, current, error="abandoned: the worker stopped before applying and a later tick arrived"
+        )
+    else:
+        result = connector.realizer.apply(ScalingPlan(plan, tick.slot, reason="control tick"))
+        if reconcile:
+            result.details["reconciled"] = "engine did not run the plan: applied on redelivery"
+        if not result.ok and not result.rolled_back and tick.before:
+            rollback = connector.realizer.apply(ScalingPlan(tick.before, tick.slot, reason="rollback"))
+            result.rolled_back = rollback.ok
+            result.details["rollback"] = {"ok": rollback.ok, "error": rollback.error}
+            result.deployments = rollback.deployments
+    return _record_apply(app, tick_id, result, started)
+
+
+def _same(a: dict[str, int] | None, b: dict[str, int]) -> bool:
+    return {t: n for t, n in (a or {}).items() if n} == {t: n for t, n in b.items() if n}
+
+
+def _record_apply(app: Application, tick_id: int, result: ApplyResult, started: float) -> bool:
+    with transaction.atomic():
+        tick = Tick.objects.select_for_update().get(pk=tick_id)
+        if tick.status != Tick.Status.APPLYING:
+            return False
+        control = ApplicationControl.objects.select_for_update().get(application=app)
+        now = timezone.now()
+        is_rollback = (
+            tick.status == Tick.Status.APPLYING
+            and not tick.decisions.filter(outcome=Decision.Outcome.APPLYING).exists()
+        )
+        tick.result = finite(
+            {
+                "ok": result.ok,
+                "deployments": result.deployments,
+                "downtime_s": result.downtime_s,
+                "error": result.error,
+                "rolled_back": result.rolled_back,
+                "details": result.details,
+            }
+        )
+        tick.finished_at = now
+        tick.latency_s = time.time() - started
+        memory = dict(control.operator_memory or {})
+        if is_rollback:
+            tick.status = Tick.Status.NO_DATA
+            tick.error += f"; rollback {'applied' if result.ok else 'failed: ' + result.error}"
+            tick.save()
+            return result.ok
+        decisions = list(tick.decisions.select_related("operator").filter(outcome=Decision.Outcome.APPLYING))
+        outcome = (
+            Decision.Outcome.APPLIED
+            if result.ok
+            else (Decision.Outcome.ROLLED_BACK if result.rolled_back else Decision.Outcome.FAILED)
+        )
+        for d in decisions:
+            d.outcome = outcome
+            d.applied = result.deployments.get(d.operator.name, d.deployment)
+            d.finished_at = now
+            d.downtime_s = float(result.downtime_s)
+            if not result.ok:
+                d.reason = f"{d.reason}; connector: {result.error}"
+            elif d.proposal.get("action", 0) and _is_scale_up(d):
+                memory.setdefault(d.operator.name, {})["last_scale_up_s"] = tick.slot * tick.period_s
+        Decision.objects.bulk_update(decisions, ["outcome", "applied", "finished_at", "downtime_s", "reason"])
+        if not result.ok:
+            _forget_actions(app, decisions, control)
+            for d in decisions:
+                memory.get(d.operator.name, {}).pop("pending_check", None)
+            tick.error = result.error
+            control.tick_errors_total += 1
+            control.last_error = f"slot {tick.slot}: {result.error}"
+        else:
+            control.reconfigurations_applied_total += 1
+            app_mem = dict(memory.get("__app__", {}))
+            app_mem["last_apply_slot"] = tick.slot
+            memory["__app__"] = app_mem
+        control.operator_memory = memory
+        _count_tick(control, started)
+        control.save()
+        tick.status = Tick.Status.DONE
+        tick.save()
+        return result.ok
+
+
+def _is_scale_up(d: Decision) -> bool:
+    return sum(d.proposal.get("target", {}).values()) > sum((d.deployment or {}).values())
+
+
+def _forget_actions(app: Application, decisions: list[Decision], control: ApplicationControl) -> None:
+    """The plan was not applied: make every affected agent learn a no-op transition instead of its proposal."""
+    topo = topology(app)
+    rails = parse_rails(control.rails)
+    by_op = {d.operator_id for d in decisions}
+    agents = {a.operator_id: a for a in AgentState.objects.select_for_update().filter(operator_id__in=by_op)}
+    for op in topo.operators:
+        if op.pk in agents:
+            policy = _load_policy(agents[op.pk], op, topo, control, rails)
+            policy.override_last_action(0)
+            agent = agents[op.pk]
+            agent.blob = policy.state_bytes()
+            agent.save(update_fields=["blob", "updated_at"])
+
+
+def record_failure(application_id: int, slot: int, error: str, final: bool) -> None:
+    """Surface a connector failure of tick ``slot`` in the ledger; when ``final`` (retries exhausted) the tick
+    becomes "no data" with one decision per operator saying why."""
+    with transaction.atomic():
+        app = Application.objects.get(pk=application_id)
+        tick, _ = Tick.objects.select_for_update().get_or_create(
+            application=app, slot=slot, defaults={"period_s": app.om_period_s, "dry_run": app.dry_run}
+        )
+        if tick.status not in (Tick.Status.RUNNING, Tick.Status.FAILED):
+            return
+        control = ApplicationControl.objects.select_for_update().get_or_create(application=app)[0]
+        control.tick_errors_total += 1
+        control.last_error = f"slot {slot}: {error}"
+        tick.attempts += 1
+        tick.error = error
+        if final:
+            topo = topology(app)
+            metrics = PeriodMetrics(Period(slot - 1, 0.0, 0.0), {}, complete=False, reason=error)
+            _record_no_data(app, tick, control, topo, metrics, f"connector failed: {error}", Rails())
+        else:
+            tick.status = Tick.Status.RUNNING
+            tick.save()
+        control.save()
