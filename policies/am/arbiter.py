@@ -105,6 +105,8 @@ class Arbiter:
     ``k_max``/``k_min``: replica bounds per operator (an int for all operators, or one per operator).
     ``node_capacity``: nodes of each type the application may use in total (None = unlimited).
     ``node_type_names``: for the reasons. ``batching``: one token per period with grants, instead of one per grant.
+    ``scale_in_reserve``: tokens kept for scale-outs: a scale-in (or a batch of scale-ins only) is granted only
+    when at least ``1 + scale_in_reserve`` tokens are available (scale-ins are never urgent).
     """
 
     def __init__(
@@ -116,8 +118,15 @@ class Arbiter:
         node_capacity: list[int] | np.ndarray | None = None,
         node_type_names: list[str] | tuple[str, ...] | None = None,
         batching: bool = True,
+        scale_in_reserve: float = 0.0,
     ) -> None:
         self.bucket = TokenBucket(eta_r, bucket_capacity)
+        if not 0.0 <= scale_in_reserve <= self.bucket.capacity - 1.0:
+            raise ValueError(
+                f"scale_in_reserve: must be in [0, bucket_capacity - 1 = {self.bucket.capacity - 1.0}], "
+                f"got {scale_in_reserve}"
+            )
+        self.scale_in_reserve = float(scale_in_reserve)
         self.k_max = k_max
         self.k_min = k_min
         if node_capacity is not None:
@@ -187,8 +196,8 @@ class Arbiter:
                 decisions[id(r)] = Decision(r.operator, r.action, 0, reason)
                 continue
             if not self.batching:
-                if not self.bucket.can_spend(1.0):
-                    decisions[id(r)] = Decision(r.operator, r.action, 0, self._budget_reason())
+                if not self.bucket.can_spend(1.0 + (self.scale_in_reserve if d < 0 else 0.0)):
+                    decisions[id(r)] = Decision(r.operator, r.action, 0, self._budget_reason(d < 0))
                     continue
                 self.bucket.spend(1.0)
                 decisions[id(r)] = Decision(r.operator, r.action, r.action, "granted (one token)")
@@ -198,7 +207,9 @@ class Arbiter:
             feasible.append(r)
 
         if self.batching:
-            if feasible and self.bucket.can_spend(1.0):
+            only_ins = all(action_delta(r.action, n_res)[1] < 0 for r in feasible)
+            need = 1.0 + (self.scale_in_reserve if only_ins else 0.0)
+            if feasible and self.bucket.can_spend(need):
                 self.bucket.spend(1.0)
                 for r in feasible:
                     decisions[id(r)] = Decision(
@@ -210,7 +221,7 @@ class Arbiter:
             else:
                 # nothing is applied this period: the capacity reasons above assumed the batch went through
                 for r in feasible:
-                    decisions[id(r)] = Decision(r.operator, r.action, 0, self._budget_reason())
+                    decisions[id(r)] = Decision(r.operator, r.action, 0, self._budget_reason(only_ins))
                 feasible = []
         self.reconfigurations += int(bool(feasible))
         out = [decisions[id(r)] for r in requests]
@@ -222,5 +233,10 @@ class Arbiter:
                     self.denied_changes += 1
         return out
 
-    def _budget_reason(self) -> str:
+    def _budget_reason(self, scale_in: bool = False) -> str:
+        if scale_in and self.scale_in_reserve > 0 and self.bucket.can_spend(1.0):
+            return (
+                f"denied: scale-in deferred: {self.bucket.tokens:.2f} tokens < 1 + {self.scale_in_reserve:g} "
+                "kept for scale-outs"
+            )
         return f"denied: reconfiguration budget exhausted: {self.bucket.tokens:.2f} tokens < 1"

@@ -76,7 +76,8 @@ def om_factory_from_registry(name: str, params: dict[str, Any] | None = None) ->
 class BayesianAM:
     """BO-tuned AM (see module doc). ``n_bo``: evaluations per BO phase (>= 1); ``epsilon``: path-sum margin;
     ``timeout_s``: wall-clock budget of one optimisation run; ``sim_steps``: periods of the observed trace used
-    per evaluation (None = all)."""
+    per evaluation (None = all); ``margin``: the constraints used in the simulation are ``margin * eta`` (the
+    simulated trace is a sample and the models are fitted, so the AM aims inside the budgets)."""
 
     name = "bo"
 
@@ -95,6 +96,8 @@ class BayesianAM:
         batching: bool = True,
         sim_steps: int | None = None,
         seed: int = 0,
+        margin: float = 0.7,
+        scale_in_reserve: float = 0.0,
     ) -> None:
         self.app = app
         self.node_types = tuple(node_types)
@@ -113,6 +116,11 @@ class BayesianAM:
         self.n_bo, self.max_rounds, self.epsilon, self.timeout_s = n_bo, max_rounds, epsilon, timeout_s
         self.bucket_capacity, self.batching = bucket_capacity, batching
         self.sim_steps, self.seed = sim_steps, seed
+        if not 0.0 < margin <= 1.0:
+            raise ValueError(f"margin: must be in (0, 1], got {margin}")
+        self.margin = margin
+        self.scale_in_reserve = scale_in_reserve
+        self.new_arbiter()  # validates the arbitration parameters
         self.configuration = AMConfiguration(naive_bounds(app), EQUAL_WEIGHTS)
         self.history: list[dict[str, Any]] = [{"event": "initial", "how": "naive Alg. 5, equal weights"}]
         self.evaluations = 0
@@ -124,6 +132,7 @@ class BayesianAM:
             k_max=self.app.k_max,
             node_type_names=[t.name for t in self.node_types],
             batching=self.batching,
+            scale_in_reserve=self.scale_in_reserve,
         )
 
     # ---- one candidate ------------------------------------------------------------------------------------

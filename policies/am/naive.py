@@ -111,6 +111,7 @@ class NaiveAM:
         batching: bool = True,
         node_capacity: list[int] | None = None,
         node_type_names: list[str] | None = None,
+        scale_in_reserve: float = 0.0,
     ) -> None:
         self.app = app
         self.eta_v = check_budget("eta_v", eta_v)
@@ -122,6 +123,7 @@ class NaiveAM:
             node_capacity=node_capacity,
             node_type_names=node_type_names,
             batching=batching,
+            scale_in_reserve=scale_in_reserve,
         )
         self.configuration = AMConfiguration(naive_bounds(app), EQUAL_WEIGHTS)
         self.history: list[dict[str, Any]] = [{"event": "initial", "how": "naive Alg. 5, equal weights"}]

@@ -142,3 +142,18 @@ def test_am_never_grants_beyond_budget_nor_capacity(
                 ks[u] = ks[u] - 1
         assert all(1 <= int(k.sum()) <= k_max for k in ks)
         assert sum(int(k[0]) for k in ks) <= max(node_cap, 3)
+
+
+def test_scale_in_reserve_keeps_tokens_for_scale_outs() -> None:
+    arb = Arbiter(eta_r=0.5, bucket_capacity=3.0, scale_in_reserve=1.0)
+    arb.bucket.tokens = 1.0  # after this period's refill: 1.5 tokens
+    (d,) = arb.arbitrate([req(0, [3], REMOVE)])
+    assert not d.granted and "scale-in deferred: 1.50 tokens < 1 + 1 kept for scale-outs" in d.reason
+    (d,) = arb.arbitrate([req(0, [3], ADD, violated=True)])  # 2.0 tokens: the scale-out may use them
+    assert d.granted and arb.bucket.tokens == pytest.approx(1.0)
+    (d,) = arb.arbitrate([req(0, [4], REMOVE)])  # 1.5 < 2 again
+    assert not d.granted
+    (d,) = arb.arbitrate([req(0, [4], REMOVE)])  # 2.0 tokens: granted
+    assert d.granted
+    with pytest.raises(ValueError, match="scale_in_reserve"):
+        Arbiter(eta_r=0.1, bucket_capacity=1.5, scale_in_reserve=1.0)
