@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -27,6 +28,8 @@ TRACE = SHARED / "traces" / "taxi.txt"
 REFERENCE = SHARED / "reference" / "paper_multilevel_tables.csv"
 METRICS = ("rmax_violations_pct", "reconfigurations_pct", "avg_replicas", "avg_active_nodes")
 SWEEP_W_D = (0.1, 0.3, 0.5, 0.7, 0.9)
+OM_LEVELS = 30  # input-rate levels of the RL OMs (paper 004 does not publish its discretisation)
+BOUND_SCALE = 1.0  # per-operator bounds as a fraction of equal shares of R_max minus network delays
 TARGET = {"avg_active_nodes": 9.76, "rmax_violations_pct": 0.17, "reconfigurations_pct": 1.10}
 
 
@@ -48,11 +51,13 @@ def scaled_trace(steps: int, path: Path = TRACE, peak: float = 600.0) -> np.ndar
     return rates / rates.max() * peak
 
 
-def run_one(args: tuple[str, str, float | None, int, int, int]) -> dict[str, Any]:
-    ics, acs, w_d, steps, skip, seed = args
+def run_one(args: tuple) -> dict[str, Any]:
+    ics, acs, w_d, steps, skip, seed, om_levels, bound_scale = args
     rates = scaled_trace(steps)
     params = None if w_d is None else {"w_d": w_d, "w_r": round(1.0 - w_d, 10)}
-    res = run_multilevel(rates, ics=ics, acs=acs, rm_params=params, seed=seed)
+    res = run_multilevel(
+        rates, ics=ics, acs=acs, rm_params=params, seed=seed, om_levels=om_levels, bound_scale=bound_scale
+    )
     return {
         "ics": ics,
         "acs": acs,
@@ -78,7 +83,9 @@ def fmt(x: float, metric: str) -> str:
     return f"{x:.2f}%" if metric.endswith("_pct") else f"{x:.2f}"
 
 
-def render(results: list[dict[str, Any]], steps: int, skip: int, wall: float) -> str:
+def render(
+    results: list[dict[str, Any]], steps: int, skip: int, wall: float, om_levels: int, bound_scale: float
+) -> str:
     ref = load_reference()
     by_key = {(r["ics"], r["acs"], r["w_d"]): r for r in results}
     head = (
@@ -126,7 +133,9 @@ def render(results: list[dict[str, Any]], steps: int, skip: int, wall: float) ->
         f"tuples/s; <= 20 replicas; R_max = 60 ms; 3 regions of <= 50 two-core nodes), first {steps} minutes "
         f"({days:.1f} days) of the Taxi trace scaled to 0..600 tuples/s, one period per minute. Metrics over "
         f"periods {skip}..{steps} (the first {skip / 1440:.0f} days are the RL learning phase, paper Sec. 8.4); "
-        "nodes = nodes paid for (active + booting), averaged over periods.\n\n"
+        "nodes = nodes paid for (active + booting), averaged over periods. RL ACS: model-based OMs with "
+        f"{om_levels} input-rate levels and per-operator bounds = {bound_scale:g} x equal shares of R_max minus "
+        "the network delays.\n\n"
         f"**Table 1** (ICS x ACS; RL ICS with w_d = 0.7, w_c = 0.3):\n\n{t1}\n"
         f"**Table 2** (RL ICS, w_d / w_c sweep):\n\n{t2}\n"
         f"**Target (RL ICS / RL ACS, w_d = 0.7)**: {'; '.join(checks)}. Whole run including learning: "
@@ -146,12 +155,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-days", type=float, default=3.0, help="learning days left out of the metrics")
     ap.add_argument("--jobs", type=int, default=2, help="parallel runs")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--om-levels", type=int, default=OM_LEVELS, help="input-rate levels of the RL OMs")
+    ap.add_argument("--bound-scale", type=float, default=BOUND_SCALE, help="scale of the per-operator bounds")
     ap.add_argument("--no-write", action="store_true", help="print only, do not touch docs/benchmarks.md")
     args = ap.parse_args(argv)
     if args.steps < 1:
         raise SystemExit("--steps: must be >= 1")
     skip = min(int(args.skip_days * 1440), args.steps - 1)
-    jobs = [(ics, acs, w_d, args.steps, skip, args.seed) for ics, acs, w_d in configurations()]
+    jobs = [
+        (ics, acs, w_d, args.steps, skip, args.seed, args.om_levels, args.bound_scale)
+        for ics, acs, w_d in configurations()
+    ]
     t0 = time.perf_counter()
     if args.jobs > 1:
         with ProcessPoolExecutor(max_workers=args.jobs) as pool:
@@ -159,14 +173,13 @@ def main(argv: list[str] | None = None) -> int:
     else:
         results = [run_one(j) for j in jobs]
     wall = time.perf_counter() - t0
-    md = render(results, args.steps, skip, wall)
+    md = render(results, args.steps, skip, wall, args.om_levels, args.bound_scale)
     print(md)
     if not args.no_write:
         from policies.benchdoc import write_section
 
-        cmd = "python -m policies.bench multilevel" + (
-            f" --steps {args.steps}" if args.steps != 100_000 else ""
-        )
+        extra = " ".join(argv if argv is not None else sys.argv[1:])
+        cmd = f"python -m policies.bench multilevel {extra}".rstrip()
         write_section("multilevel", md, cmd)
     return 0
 

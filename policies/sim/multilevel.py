@@ -271,12 +271,16 @@ def run_multilevel(
     max_nodes: int = 50,
     consolidation: bool = True,
     max_source_rate: float = 600.0,
+    om_levels: int = 30,
+    bound_scale: float = 1.0,
     seed: int = 0,
 ) -> MultiLevelResult:
     """Simulate ``len(rates)`` periods. ``ics``: static | simple | rl; ``acs``: threshold | rl. ``rm_params``
     go to every RM (e.g. ``{"w_d": 0.7, "w_r": 0.3}`` or ``{"n_idle": 1}``). ``node_type``: the one node type
     of every region (paper: two cores, price 1 $/h). ``max_source_rate`` (tuples/s) sets the range of the RL
-    OMs' rate levels (paper: the source emits up to 600 tuples/s)."""
+    OMs' rate levels (paper: the source emits up to 600 tuples/s); ``om_levels`` is their number.
+    ``bound_scale`` multiplies the per-operator bounds R_max,op the AM gives the OMs (1 = equal shares of
+    R_max minus the network delays; < 1 keeps a safety margin)."""
     app = app or wordcount()
     if acs not in ("threshold", "rl"):
         raise ValueError(f"acs: unknown ACS policy {acs!r}: choose threshold or rl")
@@ -294,14 +298,21 @@ def run_multilevel(
     rng = np.random.default_rng(seed)
     n_ops = len(app.operators)
     mus = np.array([op.service_rate for op in app.operators])
-    bounds = app.operator_bounds_s()
+    if not 0 < bound_scale <= 1:
+        raise ValueError(f"bound_scale: must be in (0, 1], got {bound_scale}")
+    if om_levels < 2:
+        raise ValueError(f"om_levels: must be >= 2, got {om_levels}")
+    bounds = app.operator_bounds_s() * bound_scale
     if not max_source_rate > 0:
         raise ValueError(f"max_source_rate: must be > 0 tuples/s, got {max_source_rate}")
     peak = app.input_rates(max_source_rate) * 1.05
     if acs == "threshold":
         oms = [ThresholdOM(op.max_replicas, op.service_rate) for op in app.operators]
     else:
-        oms = [ModelBasedOM(op.max_replicas, float(peak[i])) for i, op in enumerate(app.operators)]
+        oms = [
+            ModelBasedOM(op.max_replicas, float(peak[i]), levels=om_levels)
+            for i, op in enumerate(app.operators)
+        ]
     # Initial deployment: one replica per operator on nodes acquired before the run.
     init_nodes = {r: 0 for r in regions}
     for op in app.operators:
@@ -399,6 +410,13 @@ def run_multilevel(
     return MultiLevelResult(
         rates.copy(),
         wall_seconds=wall,
-        meta={"ics": ics, "acs": acs, "rm_params": dict(rm_params or {}), "seed": seed},
+        meta={
+            "ics": ics,
+            "acs": acs,
+            "rm_params": dict(rm_params or {}),
+            "seed": seed,
+            "om_levels": om_levels,
+            "bound_scale": bound_scale,
+        },
         **out,
     )
