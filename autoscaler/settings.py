@@ -145,6 +145,7 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    "OAS_VERSION": "3.1.0",  # pydantic emits JSON Schema 2020-12 (numeric exclusiveMinimum/Maximum)
 }
 
 # Celery: a broker that needs no server by default (kombu's filesystem transport under var/broker/).

@@ -1,0 +1,201 @@
+"""Build the connector of an Application from its stored definition.
+
+``simulated``: a trace-driven engine (``connectors.simulated``) whose running deployment is kept durably in the
+``SimulatedEngine`` row of the application (so worker restarts and other workers see the same engine), with the
+fault injection stored in that row. ``spark`` and ``flink`` raise ``ConnectorUnavailable`` until their connectors
+exist.
+"""
+
+from __future__ import annotations
+
+import time
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from django.core.exceptions import ObjectDoesNotExist
+
+from connectors.base import (
+    ApplyResult,
+    Connector,
+    ConnectorError,
+    Deployment,
+    Period,
+    PeriodMetrics,
+    ScalingPlan,
+)
+from connectors.simulated import (
+    SimOperator,
+    SimulatedApplication,
+    SimulatedConnector,
+    SimulatedMonitor,
+    SimulatedRealizer,
+)
+
+TRACES_DIR = Path(__file__).resolve().parent / "traces"
+#: service time (s) of operators the control plane does not scale (no Deployment): never a bottleneck
+UNMANAGED_SERVICE_S = 1e-6
+DEFAULT_SERVICE_S = 1.0 / 180.0
+
+
+class ConnectorUnavailable(ValueError):
+    """The application's engine has no connector in this build."""
+
+
+@lru_cache(maxsize=16)
+def load_trace_rates(name_or_path: str) -> tuple[float, ...]:
+    """Rates (tuples/s, one per period) of a shipped trace name or a file path."""
+    path = TRACES_DIR / f"{name_or_path}.txt"
+    if not path.exists():
+        path = Path(name_or_path)
+    if not path.exists():
+        raise ValueError(f"connector.trace: no shipped trace or file named {name_or_path!r}")
+    rates = np.loadtxt(path, dtype=float, ndmin=1)
+    if rates.size == 0:
+        raise ValueError(f"connector.trace: {name_or_path!r} has no rates")
+    return tuple(float(r) for r in rates)
+
+
+class DbEngineStore:
+    """``connectors.simulated.StateStore`` on the application's ``SimulatedEngine`` row."""
+
+    def __init__(self, application_id: int) -> None:
+        self.application_id = application_id
+
+    def _row(self):
+        from autoscaler.control.models import SimulatedEngine
+
+        row, _ = SimulatedEngine.objects.get_or_create(application_id=self.application_id)
+        return row
+
+    def load(self) -> dict[str, Deployment] | None:
+        return self._row().deployments
+
+    def save(self, deployments: dict[str, Deployment]) -> None:
+        from autoscaler.control.models import SimulatedEngine
+
+        self._row()
+        SimulatedEngine.objects.filter(application_id=self.application_id).update(deployments=deployments)
+
+    def faults(self) -> dict[str, Any]:
+        return dict(self._row().faults or {})
+
+
+class FaultInjectingMonitor(SimulatedMonitor):
+    """Reads the engine's fault settings at every collect: ``collectDelayS``, ``failCollect``, ``missingSlots``."""
+
+    def __init__(self, app: SimulatedApplication, realizer: SimulatedRealizer, store: DbEngineStore) -> None:
+        super().__init__(app, realizer)
+        self.store = store
+
+    def collect(self, period: Period) -> PeriodMetrics:
+        from django.db.models import F
+
+        from autoscaler.control.models import SimulatedEngine
+
+        faults = self.store.faults()
+        if faults.get("collectDelayS"):
+            time.sleep(float(faults["collectDelayS"]))
+        if int(faults.get("failCollect", 0)) > 0:
+            rows = SimulatedEngine.objects.filter(
+                application_id=self.store.application_id, faults__failCollect__gt=0
+            )
+            remaining = int(faults["failCollect"]) - 1
+            rows.update(faults={**faults, "failCollect": remaining}, applies=F("applies"))
+            raise ConnectorError("simulated engine unreachable (fault injection)")
+        if period.slot in set(faults.get("missingSlots", [])):
+            return PeriodMetrics(period, {}, complete=False, reason="simulated metrics outage")
+        return super().collect(period)
+
+
+class CountingRealizer(SimulatedRealizer):
+    """Counts the reconfigurations the engine receives; honours ``applyDelayS`` and ``refuseApply``."""
+
+    def __init__(
+        self, app: SimulatedApplication, store: DbEngineStore, initial: dict[str, Deployment]
+    ) -> None:
+        super().__init__(app, store, initial)
+        self.db_store = store
+
+    def apply(self, plan: ScalingPlan) -> ApplyResult:
+        from django.db.models import F
+
+        from autoscaler.control.models import SimulatedEngine
+
+        faults = self.db_store.faults()
+        SimulatedEngine.objects.filter(application_id=self.db_store.application_id).update(
+            applies=F("applies") + 1
+        )
+        if faults.get("applyDelayS"):
+            time.sleep(float(faults["applyDelayS"]))
+        self.app.refuse_apply = bool(faults.get("refuseApply", False))
+        return super().apply(plan)
+
+
+def deployment_of(op):
+    """The operator's stored Deployment, or None when the control plane does not scale it."""
+    try:
+        return op.deployment
+    except ObjectDoesNotExist:
+        return None
+
+
+def simulated_application(application) -> tuple[SimulatedApplication, dict[str, Deployment]]:
+    """The simulated engine's view of a stored Application and the initial deployment of every operator."""
+    from autoscaler.models import NodeType
+
+    settings = application.connector or {}
+    operators = list(application.operators.all().select_related("deployment"))
+    deployments: dict[str, Deployment] = {}
+    for op in operators:
+        dep = deployment_of(op)
+        if dep is not None:
+            deployments[op.name] = {t: int(n) for t, n in dep.replicas.items() if n > 0}
+    types = list(
+        NodeType.objects.filter(catalog__regions__deployments__operator__application=application).distinct()
+    )
+    if not types:
+        types = list(NodeType.objects.filter(catalog__regions__applications=application).distinct())
+    if not types:
+        raise ValueError(f"application {application.name!r}: no region/catalog to run operators on")
+    speedups = {t.name: float(t.speedup) for t in types}
+    first_type = sorted(types, key=lambda t: (t.catalog_id, t.position))[0].name
+    sim_ops = []
+    initial: dict[str, Deployment] = {}
+    for op in operators:
+        managed = op.name in deployments
+        mean = (op.service_time_ms / 1000.0 if op.service_time_ms else DEFAULT_SERVICE_S) if managed else None
+        mean = mean if mean is not None else UNMANAGED_SERVICE_S
+        sim_ops.append(SimOperator(op.name, op.kind, mean, mean * mean / 2.0, "mg1", float(op.selectivity)))
+        initial[op.name] = deployments.get(op.name, {first_type: 1})
+    streams = [(s.source.name, s.target.name) for s in application.streams.select_related("source", "target")]
+    app = SimulatedApplication(
+        operators=sim_ops,
+        streams=streams,
+        speedups=speedups,
+        trace=load_trace_rates(str(settings.get("trace", "taxi_last_month"))),
+        rate_scale=float(settings.get("rateScale", 1.0)),
+        noise=float(settings.get("noise", 0.0)),
+        seed=int(settings.get("seed", 0)),
+        downtime_s=float(settings.get("downtimeS", 0.0)),
+    )
+    return app, initial
+
+
+def build_connector(application) -> Connector:
+    """The connector of ``application`` (an ``autoscaler.models.Application``)."""
+    if application.engine == "simulated":
+        app, initial = simulated_application(application)
+        store = DbEngineStore(application.pk)
+        connector = SimulatedConnector(app, initial, store)
+        realizer = CountingRealizer(app, store, initial)
+        connector._realizer = realizer
+        connector._monitor = FaultInjectingMonitor(app, realizer, store)
+        return connector
+    if application.engine in ("spark", "flink"):
+        raise ConnectorUnavailable(
+            f"application {application.name!r}: the {application.engine} connector is not available yet "
+            "(only 'simulated' can be controlled in this build)"
+        )
+    raise ConnectorUnavailable(f"application {application.name!r}: unknown engine {application.engine!r}")

@@ -1,0 +1,151 @@
+"""The synchronous tick (``run_tick``): idempotence, no-data periods, dry run, agent state, aggregates, rails."""
+
+from __future__ import annotations
+
+import pytest
+
+from autoscaler.control import aggregates
+from autoscaler.control.builders import simulated_pipeline
+from autoscaler.control.models import AgentState, ApplicationControl, Decision, SimulatedEngine, Tick
+from autoscaler.control.rails import RailsError, parse_rails
+from autoscaler.control.tick import run_tick
+from connectors.factory import ConnectorUnavailable, build_connector
+
+pytestmark = pytest.mark.django_db
+
+# slot 0 of the taxi trace is quiet; the rate scale makes one A1 replica (180 tuples/s at 5 ms) too small
+BUSY = 3.0
+
+
+def engine(app) -> SimulatedEngine:
+    return SimulatedEngine.objects.get(application=app)
+
+
+def test_tick_decides_for_every_operator_and_scales_up_an_overloaded_pipeline():
+    app = simulated_pipeline("busy", n_operators=2, rate_scale=BUSY)
+    out = run_tick(app.pk, 10)
+    assert out.status == "done" and out.decisions == 2
+    rows = list(Decision.objects.filter(application=app, slot=10))
+    assert {d.operator.name for d in rows} == {"op0", "op1"}
+    assert all(d.violated for d in rows)
+    assert all(d.resource_cost > 0 for d in rows)
+    applied = [d for d in rows if d.outcome == "applied"]
+    assert applied, [d.reason for d in rows]
+    assert engine(app).applies == 1
+    for d in applied:
+        assert sum(engine(app).deployments[d.operator.name].values()) == 2
+        assert d.proposal["explanation"]["policy"] == "threshold"
+
+
+def test_a_tick_delivered_twice_applies_once_and_learns_once():
+    app = simulated_pipeline("twice", n_operators=2, rate_scale=BUSY)
+    first = run_tick(app.pk, 10)
+    assert first.applied and engine(app).applies == 1
+    steps = {a.operator_id: (a.steps, bytes(a.blob)) for a in AgentState.objects.all()}
+    again = run_tick(app.pk, 10)
+    assert not first.duplicate and again.duplicate
+    assert engine(app).applies == 1
+    assert Decision.objects.filter(application=app, slot=10).count() == 2
+    assert {a.operator_id: (a.steps, bytes(a.blob)) for a in AgentState.objects.all()} == steps
+    run_tick(app.pk, 11)
+    assert all(a.steps == 1 for a in AgentState.objects.all())
+
+
+def test_missing_metrics_record_no_data_take_no_action_and_do_not_learn():
+    app = simulated_pipeline("gap", n_operators=2, rate_scale=BUSY, om_policy="ql")
+    run_tick(app.pk, 10)
+    SimulatedEngine.objects.filter(application=app).update(faults={"missingSlots": [10]})
+    before = {a.operator_id: bytes(a.blob) for a in AgentState.objects.all()}
+    applies = engine(app).applies
+    out = run_tick(app.pk, 11)  # observes period 10
+    assert out.status == "no_data"
+    assert {d.outcome for d in Decision.objects.filter(slot=11)} == {"no_data"}
+    assert engine(app).applies == applies
+    assert {a.operator_id: bytes(a.blob) for a in AgentState.objects.all()} == before
+    assert ApplicationControl.objects.get(application=app).no_data_periods == 1
+
+
+def test_dry_run_records_decisions_and_never_calls_apply():
+    app = simulated_pipeline("dry", n_operators=2, rate_scale=BUSY, dry_run=True)
+    for slot in range(10, 14):
+        run_tick(app.pk, slot)
+    assert engine(app).applies == 0
+    outcomes = set(Decision.objects.filter(application=app).values_list("outcome", flat=True))
+    assert "dry_run" in outcomes
+
+
+def test_agent_state_survives_a_restart_bit_exactly():
+    app = simulated_pipeline("durable", n_operators=1, rate_scale=BUSY, om_policy="ql-pds")
+    for slot in range(10, 15):
+        run_tick(app.pk, slot)
+    agent = AgentState.objects.get()
+    from autoscaler.control.tick import _load_policy
+    from autoscaler.control.topology import topology
+
+    topo = topology(app)
+    control = ApplicationControl.objects.get(application=app)
+    policy = _load_policy(agent, topo.operators[0], topo, control, parse_rails(control.rails))
+    assert policy.state_bytes() == bytes(agent.blob)
+    assert agent.steps == policy.t == 4
+
+
+def test_aggregates_are_incremental_and_match_the_decision_log():
+    app = simulated_pipeline("agg", n_operators=2, rate_scale=BUSY)
+    control = ApplicationControl.objects.get_or_create(application=app)[0]
+    control.window = 3
+    control.save()
+    for slot in range(10, 16):
+        run_tick(app.pk, slot)
+    control.refresh_from_db()
+    s = aggregates.summary(control)
+    assert s["periods"] == 6 and s["window"]["periods"] == 3
+    costs = [
+        sum(Decision.objects.filter(application=app, slot=slot).values_list("resource_cost", flat=True))
+        for slot in range(10, 16)
+    ]
+    assert control.total_cost == pytest.approx(sum(costs))
+    assert control.window_cost == pytest.approx(sum(costs[-3:]))
+    assert s["cost_per_hour"] == pytest.approx(sum(costs) * 3600 / (6 * 60))
+
+
+def test_freeze_window_and_max_replicas_deny_changes_with_a_reason():
+    app = simulated_pipeline("frozen", n_operators=1, rate_scale=BUSY)
+    ApplicationControl.objects.create(
+        application=app, rails={"freezeWindows": [{"start": "00:00", "end": "23:59"}]}
+    )
+    run_tick(app.pk, 10)
+    d = Decision.objects.get(slot=10)
+    assert d.outcome == "denied" and "freeze window" in d.reason
+    assert engine(app).applies == 0
+    ApplicationControl.objects.filter(application=app).update(rails={"maxReplicas": {"op0": 1}})
+    run_tick(app.pk, 11)
+    d = Decision.objects.get(slot=11)
+    assert d.outcome == "no_change" and engine(app).applies == 0
+
+
+def test_refused_reconfiguration_is_rolled_back_and_unlearned():
+    app = simulated_pipeline("refused", n_operators=1, rate_scale=BUSY)
+    build_connector(app)  # creates the engine row
+    SimulatedEngine.objects.filter(application=app).update(faults={"refuseApply": True})
+    run_tick(app.pk, 10)
+    d = Decision.objects.get(slot=10)
+    assert d.proposal["action"] != 0
+    assert d.outcome == "rolled_back" and "refused" in d.reason
+    assert sum(engine(app).deployments["op0"].values()) == 1
+    assert Tick.objects.get(slot=10).result["ok"] is False
+
+
+def test_rails_are_validated_with_the_field_named():
+    with pytest.raises(RailsError, match="rails.scaleDownDelayS"):
+        parse_rails({"scaleDownDelayS": -1})
+    with pytest.raises(RailsError, match="rails.maxReplicas.nope: unknown operator"):
+        parse_rails({"maxReplicas": {"nope": 2}}, ["a"])
+    with pytest.raises(RailsError, match="rails.freezeWindows.0.start"):
+        parse_rails({"freezeWindows": [{"start": "25:00", "end": "01:00"}]})
+
+
+def test_spark_connector_is_not_available_yet():
+    app = simulated_pipeline("spark", n_operators=1)
+    app.engine = "spark"
+    with pytest.raises(ConnectorUnavailable, match="spark connector is not available yet"):
+        build_connector(app)
