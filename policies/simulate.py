@@ -1,7 +1,7 @@
 """Command line: one paper-mode single-operator run.
 
     python -m policies.simulate --trace PATH --infra {A,B,B2} --node-types N --k-max K --policy NAME
-        [--steps N] [--seed S] [--weights perf,res,rcf] [--params JSON] [--json]
+        [--steps N] [--seed S] [--weights perf,res,rcf] [--params JSON] [--start policy|type0] [--json]
 
 Prints one result (average cost, violations %, reconfigurations %, average resource cost in $/h, wall seconds);
 ``--json`` prints a single JSON object instead. Bad arguments give a one-line error on stderr and exit code 2.
@@ -67,6 +67,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed of the policy's random choices")
     p.add_argument("--weights", default="0.6,0.2,0.2", help="cost weights perf,res,rcf (sum 1)")
     p.add_argument("--params", default="{}", help="policy parameters as a JSON object")
+    p.add_argument(
+        "--start",
+        default="policy",
+        choices=("policy", "type0"),
+        help="initial replica: of the policy's own type (default) or of type 0 (the authors' older simulator)",
+    )
     p.add_argument("--json", action="store_true", help="print a single JSON object")
     return p
 
@@ -113,7 +119,15 @@ def run_args(args: argparse.Namespace) -> dict[str, Any]:
         raise UsageError(f"--trace: {exc}") from None
     try:
         result = run_paper(
-            trace, args.policy, args.infra, args.node_types, args.k_max, args.seed, params, weights
+            trace,
+            args.policy,
+            args.infra,
+            args.node_types,
+            args.k_max,
+            args.seed,
+            params,
+            weights,
+            start=args.start,
         )
     except (ImportError, AttributeError) as exc:
         raise UsageError(f"--policy: {args.policy!r} is not available yet ({exc})") from None

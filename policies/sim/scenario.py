@@ -22,6 +22,7 @@ PAPER_MU = 180.0  # tuples/s on a node of speedup 1
 PAPER_R_MAX_S = 0.050  # seconds
 PAPER_WEIGHTS = CostWeights(perf=0.6, res=0.2, rcf=0.2)
 INFRASTRUCTURES = ("A", "B", "B2")
+STARTS = ("policy", "type0")
 
 
 def paper_spec(
@@ -53,11 +54,19 @@ def paper_spec(
     )
 
 
-def initial_deployment(spec: OperatorSpec, policy: Policy) -> np.ndarray:
-    """One replica of the policy's own type (``policy.initial_type()``, rule-based baselines), else of type 0."""
+def initial_deployment(spec: OperatorSpec, policy: Policy, start: str = "policy") -> np.ndarray:
+    """The deployment a run starts from: one replica.
+
+    ``start="policy"`` (paper-benchmark.md): of the policy's own type (``policy.initial_type()``, rule-based
+    baselines), else of type 0. ``start="type0"``: of type 0 whatever the policy (the authors' older simulator, in
+    which the operator's first replica is always type 0; it explains the published threshold rows for 6 and 10 node
+    types: see docs/benchmarks.md).
+    """
+    if start not in STARTS:
+        raise ValueError(f"start: must be one of {', '.join(STARTS)}, got {start!r}")
     k = np.zeros(spec.n_res, dtype=np.int64)
     chooser = getattr(policy, "initial_type", None)
-    k[int(chooser()) if callable(chooser) else 0] = 1
+    k[int(chooser()) if callable(chooser) and start == "policy" else 0] = 1
     return k
 
 
@@ -90,16 +99,18 @@ def run_paper(
     params: dict[str, Any] | None = None,
     weights: CostWeights | None = None,
     steps: int | None = None,
+    start: str = "policy",
 ) -> SimResult:
     """One paper-mode run of ``policy_name`` over ``trace`` (tuples/s per step). The policy's random choices
     are all drawn from its generator seeded with ``seed``; the simulator itself draws none. Offline policies
-    (those with a ``set_trace`` method, i.e. ``dp``) are given the trace unless ``params`` name a trace file."""
+    (those with a ``set_trace`` method, i.e. ``dp``) are given the trace unless ``params`` name a trace file.
+    ``start``: see :func:`initial_deployment`."""
     spec = paper_spec(infra, n_res, k_max, weights)
     policy = build_policy(policy_name, spec, params, seed)
     trace = np.asarray(trace, dtype=float)[:steps]
     set_trace = getattr(policy, "set_trace", None)
     if callable(set_trace) and not (params or {}).get("trace_path"):
         set_trace(trace)  # offline policies (dp) are given the whole trace they will run on
-    result = run_operator(trace, policy, spec=spec, k0=initial_deployment(spec, policy), steps=steps)
-    result.meta.update(infra=infra, node_types=n_res, k_max=k_max, seed=seed)
+    result = run_operator(trace, policy, spec=spec, k0=initial_deployment(spec, policy, start), steps=steps)
+    result.meta.update(infra=infra, node_types=n_res, k_max=k_max, seed=seed, start=start)
     return result

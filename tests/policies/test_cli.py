@@ -156,8 +156,12 @@ def test_bench_paper_tables_smoke(python, taxi_head, tmp_path):
     text = out.read_text()
     assert "<!-- BEGIN paper-tables -->" in text and "<!-- END paper-tables -->" in text
     assert "Command: `python -m policies.bench paper-tables --trace" in text
-    rows = [line for line in text.splitlines() if line.startswith("| 3 | ")]
+    main, type0 = text.split("#### Type-0 start.")
+    rows = [line for line in main.splitlines() if line.startswith("| 3 | ")]
     assert [r.split("|")[2].strip() for r in rows] == ["threshold", "threshold-speedup", "ds2", "hpa"]
+    rows0 = [line for line in type0.splitlines() if line.startswith("| 3 | ")]
+    assert [r.split("|")[2].strip() for r in rows0] == ["threshold", "threshold-speedup"]
+    assert rows0[0] != rows[0]  # a type-0 start changes the cheapest-type threshold's deployment
     assert "(0.0366)" in rows[0]  # published TB-C, infrastructure A, N_res 3, K_max 10
     assert "(0.6024)" in rows[0]  # published TB-C, infrastructure B
     assert "Fidelity" in text and "not comparable" in text

@@ -143,3 +143,12 @@ def test_trace_errors_name_file_and_line(bad_trace, tmp_path):
         load_trace(neg)
     with pytest.raises(ValueError, match="no such file"):
         load_trace(tmp_path / "missing.txt")
+
+
+def test_type0_start_variant(taxi_head):
+    trace = load_trace(taxi_head, steps=50)
+    res = run_paper(trace, "threshold", "A", 3, 10, start="type0")
+    assert res.deployment[0].tolist() == [1, 0, 0]
+    assert res.meta["start"] == "type0"
+    with pytest.raises(ValueError, match="start: must be one of policy, type0"):
+        run_paper(trace, "threshold", "A", 3, 10, start="cheapest")
