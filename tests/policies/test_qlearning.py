@@ -317,3 +317,20 @@ def test_learning_beats_a_random_policy(cls: type[Policy]) -> None:
     # plain Q-learning learns slowly (the paper's point): a looser bar than for the PDS variants
     assert learned < (0.8 if cls is QLearning else 0.5) * random_cost
     assert math.isfinite(learned)
+
+
+def test_a_denied_action_is_learned_as_do_nothing() -> None:
+    spec = one_type_spec()
+    pol = QLearning(spec, GREEDY)
+    one = np.array([1])
+    lv = spec.rate_levels.level(100.0)
+    pol.act(one, 100.0, True)
+    d = pol.index.lookup((1,))
+    assert pol.act(one, 100.0, True) == 2  # Q(s)[0] = c > 0 = Q(s)[add] after one update (alpha 1)
+    assert pol.q_values(one, lv)[0] > 0 and d is not None
+    pol.override_last_action(0)  # the AM denied it: the deployment stays at one replica
+    pol.act(one, 100.0, False)
+    row = pol.q_values(one, lv)
+    assert row[2] == 0.0  # the proposed action was not credited
+    cost = 0.2 * (1 / 3)  # no violation, one replica, no reconfiguration charged
+    assert row[0] == pytest.approx(cost + 0.99 * 0.0)  # alpha 1; min Q(s') = Q(s')[add] = 0
