@@ -90,6 +90,13 @@ class GlobalPolicy:
         self.params = validate_against_defaults(self.name, self.DEFAULTS, params or {})
         self.check_params(self.params)
 
+    @classmethod
+    def validate_params(cls, params: dict[str, Any]) -> dict[str, Any]:
+        """Type and range checks that need no catalog (used by the registry to validate manifests)."""
+        out = validate_against_defaults(cls.name, cls.DEFAULTS, params)
+        GlobalPolicy.check_params(cls, out)  # type: ignore[arg-type]
+        return out
+
     def check_params(self, params: dict[str, Any]) -> None:
         budget = params["acquisition_budget_per_period"]
         if budget is not None and budget < 0:

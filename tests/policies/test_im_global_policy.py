@@ -134,3 +134,18 @@ def test_busy_nodes_cannot_be_released() -> None:
     with pytest.raises(ValueError, match="cannot release"):
         pool.release(0)
     assert pool.release_idle(0, 1, now=0) == 0
+
+
+def test_registry_names_resolve_and_validate() -> None:
+    from policies import registry
+    from policies.rm.model_based import ModelBasedRM
+    from policies.rm.simple import SimpleProvisioning
+
+    assert registry.load("rm", "simple") is SimpleProvisioning
+    assert registry.load("rm", "model-based") is ModelBasedRM
+    assert registry.load("im", "cheapest-first") is CheapestFirst
+    assert registry.load("im", "region-preference") is RegionPreference
+    with pytest.raises(ValueError, match="params.provisioning_delay_periods"):
+        registry.validate_params("im", "cheapest-first", {"provisioning_delay_periods": -1})
+    with pytest.raises(ValueError, match="params.n_idle"):
+        registry.validate_params("rm", "simple", {"n_idle": -2})
