@@ -7,7 +7,7 @@ from typing import Any
 from rest_framework import serializers
 
 from autoscaler.manifests import DatabaseReferences, export_resource
-from autoscaler.schemas import ManifestError, validate_document
+from autoscaler.schemas import validate_document
 
 
 class ManifestSerializer(serializers.BaseSerializer):
@@ -17,18 +17,12 @@ class ManifestSerializer(serializers.BaseSerializer):
     """
 
     def to_internal_value(self, data: Any):
-        kind = self.context["kind"]
-        try:
-            return validate_document(
-                data,
-                DatabaseReferences(self.context.get("owner")),
-                expected_kind=kind,
-                expected_name=self.context.get("name"),
-            )
-        except ManifestError:
-            raise
-        except Exception as exc:  # a bug must not look like a validation error
-            raise RuntimeError(f"validation of a {kind} manifest failed unexpectedly") from exc
+        return validate_document(
+            data,
+            DatabaseReferences(self.context.get("owner")),
+            expected_kind=self.context["kind"],
+            expected_name=self.context.get("name"),
+        )
 
     def to_representation(self, instance: Any) -> dict[str, Any]:
         return export_resource(instance)

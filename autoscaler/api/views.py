@@ -6,7 +6,6 @@ shared: every authenticated user reads them, staff users write them.
 
 from __future__ import annotations
 
-from django.db import transaction
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import permissions, serializers, status, viewsets
 from rest_framework.decorators import action
@@ -159,6 +158,5 @@ class ApplyView(APIView):
             ]
             if shared:
                 return errors_response(shared, status.HTTP_403_FORBIDDEN)
-        with transaction.atomic():
-            results = manifests.apply_documents(docs, request.user)
+        results = manifests.apply_documents(docs, request.user)  # one transaction, all or nothing
         return Response({"results": [str(r) for r in results]})
