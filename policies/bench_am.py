@@ -64,7 +64,13 @@ def run_config(
     eta_v: float,
     eta_r: float,
     seed: int,
+    bo: BayesianAM | None = None,
+    reopt_every: int = 0,
+    obs_steps: int = 0,
+    prior: np.ndarray | None = None,
 ) -> dict[str, Any]:
+    """Run ``cfg`` on ``trace``; with ``bo`` the AM re-optimises every ``reopt_every`` periods from the last
+    ``obs_steps`` observed rates (``prior``: rates observed before the run) and applies the result at run time."""
     factory = om_factory_from_registry(om)
     oms = [
         factory(app.operator_spec(u, nt, float(cfg.bounds_s[u]), cfg.weights), seed + u) for u in range(app.n)
@@ -72,7 +78,17 @@ def run_config(
     am = NaiveAM(
         app, eta_v, eta_r, node_type_names=[t.name for t in nt]
     )  # its arbiter: token bucket on eta_r
-    res = simulate_application(app, trace, nt, oms=oms, arbiter=am.arbiter)
+    hook = None
+    if bo is not None and reopt_every > 0:
+        history = prior if prior is not None else np.zeros(0)
+
+        def hook(t: int, seen: np.ndarray) -> AMConfiguration:
+            recent = np.concatenate([history, seen])[-obs_steps:]
+            return bo.optimise(observe(app, recent, seed + t))
+
+    res = simulate_application(
+        app, trace, nt, oms=oms, arbiter=am.arbiter, am_hook=hook, hook_every=reopt_every
+    )
     return res.summary(eta_v, eta_r)
 
 
@@ -100,13 +116,16 @@ def main_am(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=280.0, help="wall-clock budget of one BO run (s)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument(
+        "--reopt-every", type=int, default=5000, help="BO AM re-optimises every N periods (0: never)"
+    )
     ap.add_argument("--margin", type=float, default=0.7, help="BO aims at margin * budgets in simulation")
     ap.add_argument("--quick", action="store_true", help="smoke run: A only, short traces, N_BO = 4")
     ap.add_argument("--no-write", action="store_true", help="do not write docs/benchmarks.md")
     args = ap.parse_args(argv)
     if args.quick:
         args.apps, args.n_res, args.budgets = "A", "1", "0.05:0.10"
-        args.obs_steps, args.steps, args.n_bo, args.rounds = 300, 600, 4, 1
+        args.obs_steps, args.steps, args.n_bo, args.rounds, args.reopt_every = 300, 600, 4, 1, 300
     om = pick_om(args.om)
     budgets = [tuple(float(v) for v in pair.split(":")) for pair in args.budgets.split(",")]
     total = args.offset + args.obs_steps + args.steps
@@ -144,7 +163,22 @@ def main_am(argv: list[str] | None = None) -> int:
                 cfg = bo.optimise(obs)
                 bo_s = time.perf_counter() - t0
                 bo_times.append(bo_s)
-                r_bo = run_config(app, nt, om, cfg, evaluated, eta_v, eta_r, args.seed)
+                n_before = len(bo.history)
+                r_bo = run_config(
+                    app,
+                    nt,
+                    om,
+                    cfg,
+                    evaluated,
+                    eta_v,
+                    eta_r,
+                    args.seed,
+                    bo,
+                    args.reopt_every,
+                    args.obs_steps,
+                    observed,
+                )
+                bo_times += [h["seconds"] for h in bo.history[n_before:]]
                 setting = {"app": app_name, "n_res": n_res, "eta_v": eta_v, "eta_r": eta_r}
                 rows.append(setting | {"am": "naive", **r_naive, "bo_seconds": None, "evaluations": None})
                 rows.append(
@@ -154,6 +188,7 @@ def main_am(argv: list[str] | None = None) -> int:
                         **r_bo,
                         "bo_seconds": bo_s,
                         "evaluations": bo.evaluations,
+                        "optimisations": len(bo.history) - 1,
                         "outcome": bo.history[-1]["outcome"],
                         "config": cfg.as_dict(app.names),
                     }
@@ -201,6 +236,8 @@ def render(
         f"OMs `{om}`, infrastructure A, R_max = 40 ms, Taxi trace: the AM observes periods "
         f"{args.offset}..{args.offset + args.obs_steps} (BO evaluations simulate this shortened trace with fitted "
         f"M/G/1 models), then naive and BO configurations run on the next {args.steps} periods with fresh OMs. "
+        f"The BO AM re-optimises every {args.reopt_every} periods from the last {args.obs_steps} observed "
+        f"periods and applies the result to the running OMs (`Policy.reconfigure`). "
         f"N_BO = {args.n_bo} per phase, up to {args.rounds} rounds (later rounds N_BO/2), token bucket of "
         f"capacity {BUCKET:g} refilled at eta_R per period with {RESERVE:g} token kept for scale-outs, changes of "
         f"one period batched; BO aims at {args.margin:g} x the budgets in simulation.",

@@ -19,6 +19,7 @@ Per control period ``t`` with source rate ``lambda_t`` (tuples/s), the paper-mod
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -100,6 +101,8 @@ def simulate_application(
     models: list[Any] | None = None,
     k0: list[np.ndarray] | None = None,
     steps: int | None = None,
+    am_hook: Callable[[int, np.ndarray], Any] | None = None,
+    hook_every: int = 0,
 ) -> AppSimResult:
     """Run ``app`` over ``trace`` (source tuples/s per period).
 
@@ -108,7 +111,9 @@ def simulate_application(
     violation flags; defaults to the OMs' own ``spec.r_max_s`` (or R_max / number of operators on the longest
     path for a centralized run). ``models``: per-operator queue models of the simulated system (default: the
     application's true ones; the AM's BO passes fitted ones). ``k0``: initial deployments (default one replica
-    of node type 0 per operator).
+    of node type 0 per operator). ``am_hook``: the AM at run time: every ``hook_every`` periods it is called with
+    the period index and the source rates observed so far; when it returns a configuration (``bounds_s`` and
+    ``weights``) it is applied to the running OMs with ``Policy.reconfigure`` (they keep what they learned).
     """
     if (oms is None) == (centralized is None):
         raise ValueError("oms/centralized: give exactly one of them")
@@ -157,7 +162,15 @@ def simulate_application(
     acts = [om.act for om in oms] if oms is not None else []
     start = time.perf_counter()
     r = [0.0] * n_ops
+    reconfigured_at: list[int] = []
     for t in range(n_steps):
+        if am_hook is not None and hook_every > 0 and t > 0 and t % hook_every == 0:
+            cfg = am_hook(t, trace[:t])
+            if cfg is not None:
+                bounds = np.asarray(cfg.bounds_s, dtype=float)
+                for u, om in enumerate(oms or []):
+                    om.reconfigure(cfg.weights, float(bounds[u]))
+                reconfigured_at.append(t)
         src = float(trace[t])
         rates = gains * src
         total_price = 0.0
@@ -225,5 +238,5 @@ def simulate_application(
         replicas,
         denied,
         wall,
-        {"application": app.name, "controller": name},
+        {"application": app.name, "controller": name, "am_reconfigured_at": reconfigured_at},
     )

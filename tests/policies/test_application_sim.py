@@ -120,3 +120,26 @@ def test_requires_exactly_one_controller() -> None:
         simulate_application(app, np.array([1.0]), NT)
     with pytest.raises(ValueError, match="one policy per operator"):
         simulate_application(app, np.array([1.0]), NT, oms=oms_for(app, [[]] * 3)[:2])
+
+
+def test_am_hook_reconfigures_the_running_oms_at_run_time() -> None:
+    from policies.am.naive import AMConfiguration
+    from policies.model import CostWeights
+
+    app = application("A")
+    oms = oms_for(app, [[]] * 3)
+    seen: list[tuple[int, int]] = []
+    new = AMConfiguration(np.array([0.010, 0.012, 0.018]), CostWeights(0.5, 0.3, 0.2))
+
+    def hook(t: int, rates: np.ndarray) -> AMConfiguration | None:
+        seen.append((t, len(rates)))
+        return new if t == 4 else None
+
+    res = simulate_application(app, np.full(10, 100.0), NT, oms=oms, am_hook=hook, hook_every=2)
+    assert seen == [(2, 2), (4, 4), (6, 6), (8, 8)]
+    assert [om.spec.r_max_s for om in oms] == [0.010, 0.012, 0.018]
+    assert all(om.spec.weights == CostWeights(0.5, 0.3, 0.2) for om in oms)
+    assert res.meta["am_reconfigured_at"] == [4]
+    # the operators' violation flags follow the new bounds from period 4 on
+    r = res.op_response_time[5]
+    assert res.op_violation[5].tolist() == [bool(r[0] > 0.010), bool(r[1] > 0.012), bool(r[2] > 0.018)]
