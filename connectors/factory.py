@@ -124,13 +124,14 @@ class CountingRealizer(SimulatedRealizer):
         from autoscaler.control.models import SimulatedEngine
 
         faults = self.db_store.faults()
-        SimulatedEngine.objects.filter(application_id=self.db_store.application_id).update(
-            applies=F("applies") + 1
-        )
         if faults.get("applyDelayS"):
             time.sleep(float(faults["applyDelayS"]))
         self.app.refuse_apply = bool(faults.get("refuseApply", False))
-        return super().apply(plan)
+        result = super().apply(plan)
+        SimulatedEngine.objects.filter(application_id=self.db_store.application_id).update(
+            applies=F("applies") + 1
+        )
+        return result
 
 
 def deployment_of(op):

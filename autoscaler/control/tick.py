@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 from django.db import connection, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from autoscaler.control import aggregates
@@ -123,6 +124,9 @@ def _decide(app: Application, slot: int, connector: Connector, started: float) -
             application=app, slot=slot, defaults={"period_s": period_s, "dry_run": app.dry_run}
         )
         if not created and tick.status != Tick.Status.RUNNING:
+            ApplicationControl.objects.filter(application=app).update(
+                duplicate_ticks_total=F("duplicate_ticks_total") + 1
+            )
             status = Tick.Status.DONE if tick.status == Tick.Status.APPLYING else tick.status
             return TickOutcome(app.pk, slot, status, duplicate=True)
         control = ApplicationControl.objects.select_for_update().get_or_create(application=app)[0]

@@ -1,0 +1,160 @@
+"""The Application Manager's tuning step, run every AM period: recompute the OMs' response-time bounds and cost
+weights (``naive``: Alg. 5 with equal weights; ``bo``: Bayesian optimisation over a simulator fitted to the
+periods observed since the last tuning). The OMs pick the new configuration up at their next tick
+(``AgentState.am_config_version`` differs -> ``Policy.reconfigure``)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+from django.db import transaction
+
+from autoscaler.control.models import ApplicationControl, Tick
+from autoscaler.control.tick import application_lock
+from autoscaler.control.topology import (
+    DEFAULT_AM_POLICY,
+    DEFAULT_OM_POLICY,
+    Topology,
+    naive_configuration,
+    policy_choice,
+    topology,
+)
+from autoscaler.models import Application
+
+HISTORY_KEPT = 20
+
+
+def managed_application(topo: Topology):
+    """``policies.apps.Application`` over the managed operators, edges contracted through unmanaged ones."""
+    from policies.apps import Application as PolicyApplication
+    from policies.apps import OperatorDef
+
+    managed = {op.name for op in topo.operators}
+    succ: dict[str, list[str]] = {op.name: [] for op in topo.all_operators}
+    for a, b in topo.streams:
+        succ[a].append(b)
+
+    def reach(name: str) -> set[str]:
+        out, stack, seen = set(), list(succ[name]), set()
+        while stack:
+            n = stack.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            if n in managed:
+                out.add(n)
+            else:
+                stack.extend(succ[n])
+        return out
+
+    edges = tuple(sorted((a, b) for a in managed for b in reach(a)))
+    ops = tuple(
+        OperatorDef(
+            op.name,
+            (op.service_time_ms or 1000.0 / 180.0) / 1000.0,
+            ((op.service_time_ms or 1000.0 / 180.0) / 1000.0) ** 2 / 2.0,
+            float(op.selectivity),
+        )
+        for op in topo.operators
+    )
+    k_max = max(op.max_parallelism for op in topo.operators)
+    return PolicyApplication(topo.application.name, ops, edges, topo.application.r_max_ms / 1000.0, k_max)
+
+
+def bo_configuration(
+    app: Application, topo: Topology, params: dict[str, Any], since_slot: int
+) -> dict[str, Any]:
+    """Run the BO AM on the periods observed after ``since_slot``; returns the new configuration (ms)."""
+    from policies.am.bo import BayesianAM, Observations, om_factory_from_registry
+    from policies.am.naive import AMConfiguration
+    from policies.model import CostWeights
+
+    papp = managed_application(topo)
+    roots = [n for n in papp.names if not any(b == n for _, b in papp.edges)]
+    rates = []
+    for metrics in (
+        Tick.objects.filter(application=app, slot__gt=since_slot, status="done")
+        .order_by("slot")
+        .values_list("metrics", flat=True)
+    ):
+        ops = (metrics or {}).get("operators", {})
+        values = [ops.get(r, {}).get("input_rate") for r in roots]
+        if values and all(v is not None for v in values):
+            rates.append(max(values))
+    if len(rates) < 5:
+        raise ValueError(f"only {len(rates)} complete periods observed since the last tuning (need 5)")
+    om_name, om_params = policy_choice(app, "om", DEFAULT_OM_POLICY)
+    am = BayesianAM(
+        papp,
+        topo.node_types,
+        om_factory_from_registry(om_name, om_params),
+        eta_v=app.eta_v,
+        eta_r=app.eta_r,
+        n_bo=int(params.get("n_bo", 8)),
+        max_rounds=int(params.get("max_rounds", 1)),
+        timeout_s=float(params.get("timeout_s", 60.0)),
+    )
+    current = ApplicationControl.objects.get(application=app).am_config
+    if current.get("bounds_ms"):
+        w = current["weights"]
+        am.configuration = AMConfiguration(
+            np.array([current["bounds_ms"][n] / 1000.0 for n in papp.names]),
+            CostWeights(w["perf"], w["res"], w["rcf"]),
+        )
+    models = [papp.operators[u].queue_model() for u in range(papp.n)]
+    config = am.optimise(Observations(np.array(rates), models))
+    out = config.as_dict(papp.names)
+    return {
+        "policy": "bo",
+        "bounds_ms": out["bounds_ms"],
+        "weights": out["weights"],
+        "record": am.history[-1],
+    }
+
+
+def tune(application_id: int, am_slot: int) -> dict[str, Any]:
+    """One AM tuning step for AM slot ``am_slot`` (idempotent: a slot already tuned is skipped)."""
+    app = Application.objects.get(pk=application_id)
+    control, _ = ApplicationControl.objects.get_or_create(application=app)
+    if control.am_tuned_slot >= am_slot:
+        return {"duplicate": True}
+    name, params = policy_choice(app, "am", DEFAULT_AM_POLICY)
+    topo = topology(app)
+    started = time.perf_counter()
+    event: dict[str, Any] = {"am_slot": am_slot, "policy": name}
+    try:
+        if name == "bo":
+            since = (
+                int(control.am_tuned_slot * app.am_period_s // app.om_period_s)
+                if control.am_tuned_slot >= 0
+                else -1
+            )
+            config = bo_configuration(app, topo, params, since)
+        else:
+            config = naive_configuration(topo)
+    except Exception as exc:  # noqa: BLE001 -- tuning must never break the control loop: keep the last config
+        config = None
+        event["outcome"] = f"kept the current configuration: {type(exc).__name__}: {exc}"
+    event["wall_s"] = round(time.perf_counter() - started, 3)
+    with application_lock(app.pk), transaction.atomic():
+        control = ApplicationControl.objects.select_for_update().get(application=app)
+        if control.am_tuned_slot >= am_slot:
+            return {"duplicate": True}
+        if config is not None:
+            changed = {k: config[k] for k in ("bounds_ms", "weights")} != {
+                k: control.am_config.get(k) for k in ("bounds_ms", "weights")
+            }
+            event["outcome"] = "changed" if changed else "unchanged"
+            history = list(control.am_config.get("history", []))[-(HISTORY_KEPT - 1) :] + [event]
+            control.am_config = {**config, "history": history}
+            control.am_config.pop("record", None)
+            if changed:
+                control.am_config_version += 1
+        else:
+            history = list(control.am_config.get("history", []))[-(HISTORY_KEPT - 1) :] + [event]
+            control.am_config = {**control.am_config, "history": history}
+        control.am_tuned_slot = am_slot
+        control.save()
+    return {"duplicate": False, **event}
