@@ -79,3 +79,14 @@ def test_bad_policy_names() -> None:
         run_multilevel(daily(10), ics="magic")
     with pytest.raises(ValueError, match="acs"):
         run_multilevel(daily(10), acs="magic")
+
+
+def test_consolidation_after_reconfigurations_saves_nodes() -> None:
+    rates = daily(2880)
+    with_c = run_multilevel(rates, ics="simple", acs="threshold", consolidation=True, seed=1)
+    without = run_multilevel(rates, ics="simple", acs="threshold", consolidation=False, seed=1)
+    assert with_c.summary()["avg_active_nodes"] < without.summary()["avg_active_nodes"]
+    # Consolidating happens within reconfigurations the ACS makes anyway: no extra restarts.
+    assert with_c.summary()["reconfigurations_pct"] == pytest.approx(
+        without.summary()["reconfigurations_pct"]
+    )

@@ -187,3 +187,13 @@ def test_several_node_types_acquire_cheapest_slot_release_most_expensive_idle() 
     s = RegionState("r", np.array([2, 2]), np.array([0, 0]), np.array([1, 2]), 2, 6, 0.5)
     props = rm.propose(s)
     assert [(p.node_type, p.delta) for p in props] == [("big", -2)]
+
+
+def test_simple_state_round_trip() -> None:
+    rm = SimpleProvisioning("r", (VM,), 10, {"n_idle": 3})
+    rm.propose(state(4, 1, 0.5, 0))
+    data = rm.state_bytes()
+    twin = SimpleProvisioning.from_state("r", (VM,), 10, data)
+    assert twin.state_bytes() == data and twin.params["n_idle"] == 3
+    with pytest.raises(ValueError, match="belongs to policy"):
+        ModelBasedRM("r", (VM,), 10).load_state(data)
