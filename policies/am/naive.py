@@ -17,7 +17,7 @@ import numpy as np
 
 from policies.am.arbiter import Arbiter, check_budget
 from policies.apps import Application
-from policies.model import CostWeights
+from policies.model import CostWeights, NodeType
 
 EQUAL_WEIGHTS = CostWeights(1.0 / 3.0, 1.0 / 3.0, 1.0 / 3.0)
 
@@ -112,8 +112,11 @@ class NaiveAM:
         node_capacity: list[int] | None = None,
         node_type_names: list[str] | None = None,
         scale_in_reserve: float = 0.0,
+        node_types: tuple[NodeType, ...] | None = None,
     ) -> None:
         self.app = app
+        if node_types is not None:
+            app.check_feasible(tuple(node_types))
         self.eta_v = check_budget("eta_v", eta_v)
         self.eta_r = check_budget("eta_r", eta_r)
         self.arbiter = Arbiter(

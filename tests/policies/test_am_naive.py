@@ -68,6 +68,8 @@ def test_r_max_below_minimum_service_times_can_never_be_met() -> None:
     with pytest.raises(ValueError, match="filter -> map -> reduce"):
         app.check_feasible(infrastructure("A", 3))
     application("A", r_max_s=0.0122).check_feasible(infrastructure("A", 1))
+    with pytest.raises(ValueError, match="can never be met"):
+        NaiveAM(app, node_types=infrastructure("A", 1))
     application("A", r_max_s=0.0094).check_feasible(infrastructure("A", 3))
     with pytest.raises(ValueError, match="12.116 ms"):
         application("A", r_max_s=0.0121).check_feasible(infrastructure("A", 1))
