@@ -8,6 +8,7 @@ from typing import Any
 import yaml
 from django import forms
 from django.contrib import admin
+from django.utils.html import format_html, format_html_join
 
 from . import manifests
 from . import models as m
@@ -53,6 +54,15 @@ class ManifestAdminForm(forms.ModelForm):
         return text
 
 
+def table(headers: list[str], rows: list[tuple]) -> str:
+    """A small read-only HTML table (values escaped)."""
+    head = format_html_join("", "<th>{}</th>", ((h,) for h in headers))
+    body = format_html_join(
+        "", "<tr>{}</tr>", ((format_html_join("", "<td>{}</td>", ((v,) for v in row)),) for row in rows)
+    )
+    return format_html("<table><thead><tr>{}</tr></thead><tbody>{}</tbody></table>", head, body)
+
+
 class ManifestAdmin(admin.ModelAdmin):
     kind = ""
     form = ManifestAdminForm
@@ -63,9 +73,12 @@ class ManifestAdmin(admin.ModelAdmin):
         form.request_user = request.user
         return form
 
-    def get_inlines(self, request, obj):
-        """Inlines only show stored rows, so there are none on the add page."""
-        return self.inlines if obj is not None else []
+    def get_readonly_fields(self, request, obj=None):
+        """The stored rows are shown below the manifest of an existing resource."""
+        return self.readonly_fields if obj is not None else ()
+
+    def get_fields(self, request, obj=None):
+        return ["manifest", *self.get_readonly_fields(request, obj)]
 
     def save_model(self, request, obj, form, change) -> None:
         name = obj.name if change else None
@@ -82,21 +95,18 @@ class ManifestAdmin(admin.ModelAdmin):
         manifests.delete(self.kind, obj.name, getattr(obj, "owner", None))
 
 
-class NodeTypeInline(admin.TabularInline):
-    model = m.NodeType
-    extra = 0
-    can_delete = False
-    fields = readonly_fields = ("name", "cores", "memory_mib", "speedup", "price_per_hour")
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
-
-
 @admin.register(m.NodeTypeCatalog)
 class NodeTypeCatalogAdmin(ManifestAdmin):
     kind = "NodeTypeCatalog"
     list_display = ("name", "description", "updated_at")
-    inlines = [NodeTypeInline]
+    readonly_fields = ("stored_rows",)
+
+    @admin.display(description="node types")
+    def stored_rows(self, obj):
+        return table(
+            ["name", "cores", "memory (MiB)", "speedup", "price ($/h)"],
+            [(n.name, n.cores, n.memory_mib, n.speedup, n.price_per_hour) for n in obj.node_types.all()],
+        )
 
 
 @admin.register(m.Region)
@@ -105,36 +115,39 @@ class RegionAdmin(ManifestAdmin):
     list_display = ("name", "catalog", "max_nodes", "max_new_nodes_per_period", "provisioning_delay_s")
 
 
-class OperatorInline(admin.TabularInline):
-    model = m.Operator
-    extra = 0
-    can_delete = False
-    fields = readonly_fields = ("name", "kind", "max_parallelism", "selectivity", "engine_object")
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
-
-
 @admin.register(m.Application)
 class ApplicationAdmin(ManifestAdmin):
     kind = "Application"
     list_display = ("name", "owner", "engine", "state", "dry_run", "r_max_ms", "updated_at")
     list_filter = ("engine", "state", "dry_run")
-    inlines = [OperatorInline]
+    readonly_fields = ("stored_rows",)
 
-
-class HistoryInline(admin.TabularInline):
-    model = m.DeploymentHistory
-    extra = 0
-    can_delete = False
-    fields = readonly_fields = ("changed_at", "region", "replicas", "source")
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
+    @admin.display(description="operators")
+    def stored_rows(self, obj):
+        return table(
+            ["name", "kind", "K_max", "selectivity", "deployment"],
+            [
+                (
+                    o.name,
+                    o.kind,
+                    o.max_parallelism,
+                    o.selectivity,
+                    getattr(getattr(o, "deployment", None), "name", ""),
+                )
+                for o in obj.operators.all()
+            ],
+        )
 
 
 @admin.register(m.Deployment)
 class DeploymentAdmin(ManifestAdmin):
     kind = "Deployment"
     list_display = ("name", "owner", "operator", "region", "replicas", "updated_at")
-    inlines = [HistoryInline]
+    readonly_fields = ("stored_rows",)
+
+    @admin.display(description="history (newest first)")
+    def stored_rows(self, obj):
+        return table(
+            ["changed at", "region", "replicas", "source"],
+            [(h.changed_at, h.region, h.replicas, h.source) for h in obj.history.all()[:50]],
+        )

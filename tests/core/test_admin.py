@@ -46,3 +46,21 @@ def test_admin_change_shows_and_updates_the_manifest(admin_client, shared):
     doc["metadata"]["name"] = "renamed"
     response = client.post(url, {"manifest": manifests.dump_documents([doc])})
     assert b"must be &#x27;vm-local&#x27; (the name in the URL)" in response.content
+
+
+def test_admin_edit_of_an_application_keeps_its_owner(admin_client, shared, alice):
+    client, root = admin_client
+    text = (EXAMPLES / "app-wordcount.yaml").read_text()
+    manifests.apply_text(text, alice)
+    app = m.Application.objects.get(name="wordcount", owner=alice)
+    doc = manifests.export("app", "wordcount", alice)[0]
+    doc["spec"]["dryRun"] = True
+    response = client.post(
+        f"/admin/autoscaler/application/{app.pk}/change/", {"manifest": manifests.dump_documents([doc])}
+    )
+    assert response.status_code == 302
+    app.refresh_from_db()
+    assert app.dry_run is True and app.owner == alice
+    assert not m.Application.objects.filter(owner=root).exists()
+    page = client.get(f"/admin/autoscaler/application/{app.pk}/change/").content.decode()
+    assert "<td>splitter</td>" in page and "<td>wordcount-splitter</td>" in page
