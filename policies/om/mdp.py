@@ -97,6 +97,7 @@ class DeploymentSpace:
     max_types: int | None
     index: dict[tuple[int, ...], int]
     buckets: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
+    rank_of_type: np.ndarray
     _moves: dict[int, tuple[list[int], np.ndarray, np.ndarray]] = field(default_factory=dict)
 
     def moves(self, d: int) -> tuple[list[int], np.ndarray, np.ndarray]:
@@ -146,9 +147,9 @@ def build_space(spec: OperatorSpec, max_types: int | None = None) -> DeploymentS
     price = deps @ spec.prices
     speeds = spec.speedups
     grid = classify_round_robin_worst(spec)
+    uniq = np.unique(speeds)  # ascending: rank 0 = slowest
+    rank_of_type = np.searchsorted(uniq, speeds)
     if grid:
-        uniq = np.unique(speeds)  # ascending: rank 0 = slowest
-        rank_of_type = np.searchsorted(uniq, speeds)
         present = deps > 0
         slowest_rank = np.where(present, rank_of_type[None, :], len(uniq)).min(axis=1)
         cls = (totals - 1) * len(uniq) + slowest_rank
@@ -167,6 +168,7 @@ def build_space(spec: OperatorSpec, max_types: int | None = None) -> DeploymentS
     start = np.searchsorted(src, np.arange(len(deps)))
     return DeploymentSpace(
         buckets=_buckets(succ),
+        rank_of_type=rank_of_type,
         deployments=deps,
         succ=succ,
         price=price,
@@ -319,6 +321,7 @@ class Sweeper:
 
     def __init__(self, space: DeploymentSpace, n_levels: int) -> None:
         self.space = space
+        self._hood: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
         shape = (space.size, n_levels)
         self.value = np.empty(shape)
         self.ev = np.empty(shape)
@@ -355,6 +358,48 @@ class Sweeper:
             else:
                 out[rows] = best
         return out
+
+    def neighbourhood(self, d: int, radius: int) -> np.ndarray:
+        """Deployments within ``radius`` in-space actions of ``d`` (sorted), cached."""
+        key = (d, radius)
+        hit = self._hood.get(key)
+        if hit is None:
+            ring = {d}
+            seen = {d}
+            for _ in range(radius):
+                nxt = {int(x) for r in ring for x in self.space.succ[r] if x >= 0} - seen
+                seen |= nxt
+                ring = nxt
+            rows = np.array(sorted(seen), dtype=np.int64)
+            dst = self.space.succ[rows]
+            dst = np.where(
+                dst >= 0, dst, rows[:, None]
+            )  # infeasible: "move to itself", never better than noop
+            needed = np.unique(dst)
+            pos = np.searchsorted(needed, dst)
+            hit = (rows, needed, np.ascontiguousarray(pos[:, 0]), np.ascontiguousarray(pos[:, 1:]))
+            self._hood[key] = hit
+        return hit
+
+    def sweep_local(
+        self,
+        d: int,
+        radius: int,
+        cost: np.ndarray,
+        p: np.ndarray,
+        future: np.ndarray,
+        w_rcf: float,
+        gamma: float,
+    ) -> None:
+        """Back up, in place, only the deployments within ``radius`` actions of ``d`` (asynchronous value
+        iteration: with full sweeps from time to time it converges to the same fixed point)."""
+        rows, needed, stay, moves = self.neighbourhood(d, radius)
+        value = cost[needed] + future[needed]
+        ev = value @ (gamma * p.T)
+        best = ev[stay]
+        if moves.shape[1]:
+            np.minimum(best, (ev + w_rcf)[moves].min(axis=1), out=best)
+        future[rows] = best
 
 
 def sweep(

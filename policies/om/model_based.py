@@ -62,10 +62,17 @@ from policies.om import mdp
 SWEEP_EVERY = 0  # steps between value-iteration sweeps; 0 = automatic from the size of the space
 SWEEPS_PER_UPDATE = 1  # full backups per update (Alg. 1: one)
 WARMUP_STEPS = 1000  # sweep at every step during the first steps, whatever sweep_every says
-SWEEP_BUDGET = 60_000  # automatic sweep_every: average (edge x level) backups per step
+SWEEP_BUDGET = 15_000  # automatic sweep_every: average (edge x level) backups per step of the full sweeps
+LOCAL_RADIUS = 1  # between full sweeps (sweep_every > 1), back up every step the deployments this close to k
 MAX_MIXED_TYPES = 0  # deployments mixing more node types are left out; 0 = automatic (full space when small)
 FULL_SPACE_LIMIT = 5_000  # automatic: use the full deployment space up to this many deployments
 RECONFIGURE_SWEEPS = 300  # sweeps run at once after new weights or a new R_max
+VIOLATION_MODEL = (
+    "auto"  # "threshold" (per-replica rate bound per speed), "counts" (frequencies); auto: threshold
+)
+#                           when the classes are (replicas, slowest type), i.e. round robin + worst replica
+HIST_BINS_PER_LEVEL = 16  # resolution of the learned rate distribution inside each level
+TOP_SPAN_LEVELS = 32  # the top level's histogram covers this many level widths above its lower edge
 
 
 def choose_max_types(spec: OperatorSpec, max_mixed_types: int) -> int | None:
@@ -88,13 +95,19 @@ class ModelBased(Policy):
         "warmup_steps": WARMUP_STEPS,
         "max_mixed_types": MAX_MIXED_TYPES,
         "reconfigure_sweeps": RECONFIGURE_SWEEPS,
+        "violation_model": VIOLATION_MODEL,
+        "local_radius": LOCAL_RADIUS,
     }
 
     @classmethod
     def check_params(cls, params: dict[str, Any]) -> None:
-        for key in ("sweep_every", "warmup_steps", "max_mixed_types", "reconfigure_sweeps"):
+        for key in ("sweep_every", "warmup_steps", "max_mixed_types", "reconfigure_sweeps", "local_radius"):
             if params[key] < 0:
                 raise ValueError(f"params.{key}: must be >= 0, got {params[key]}")
+        if params["violation_model"] not in ("auto", "threshold", "counts"):
+            raise ValueError(
+                f"params.violation_model: must be auto, threshold or counts, got {params['violation_model']!r}"
+            )
         if params["sweeps_per_update"] < 1:
             raise ValueError(f"params.sweeps_per_update: must be >= 1, got {params['sweeps_per_update']}")
 
@@ -109,6 +122,16 @@ class ModelBased(Policy):
         self.visits = np.zeros((self.space.n_classes, n_levels))
         self.violations = np.zeros((self.space.n_classes, n_levels))
         self.v_hat = np.zeros((self.space.n_classes, n_levels))
+        mode = self.params["violation_model"]
+        self.threshold_mode = self.space.grid and mode != "counts"
+        if mode == "threshold" and not self.space.grid:
+            raise ValueError(
+                "params.violation_model: 'threshold' needs round-robin balancing and worst replica"
+            )
+        n_speeds = self.space.grid_shape[1]
+        self.thr_lo = np.zeros(n_speeds)  # largest per-replica rate (tuples/s) seen without violation
+        self.thr_hi = np.full(n_speeds, np.inf)  # smallest per-replica rate seen with a violation
+        self.rate_hist = np.zeros(HIST_BINS_PER_LEVEL * (n_levels - 1 + TOP_SPAN_LEVELS))
         self.future = np.zeros((self.space.size, n_levels))  # min_a [rcf + gamma E V(next)], per (d, l)
         self.sweeps_done = 0
         self._model_key = self._current_key()
@@ -124,7 +147,20 @@ class ModelBased(Policy):
         self.p_hat = mdp.transition_matrix(self.trans_counts)
         self._res_cost = (self.spec.weights.res / float(self.spec.c_max)) * self.space.price
         self._sweeper = mdp.Sweeper(self.space, self.spec.rate_levels.n)
+        self._bin_width = self.spec.rate_levels.width / HIST_BINS_PER_LEVEL
         self._cost: np.ndarray | None = None
+        n_speeds = self.space.grid_shape[1]
+        self._class_rank = np.arange(self.space.n_classes) % n_speeds
+
+    def _threshold_model(self) -> None:
+        """v_hat[c, l] = P(rate > n_c theta_s | level l) with the learned per-replica bound theta of the class's
+        slowest speed and the learned distribution of the rates inside each level."""
+        theta = per_replica_bounds(self.thr_lo, self.thr_hi)
+        thresholds = self.space.class_n * theta[self._class_rank]
+        new = level_exceedance(thresholds, self.rate_hist, self.spec.rate_levels)
+        if not np.array_equal(new, self.v_hat):
+            self.v_hat = new
+            self._cost = None
 
     def _project(self) -> None:
         """v_hat = smallest monotone majorant of the observed violation frequencies (0 where nothing forces)."""
@@ -167,7 +203,18 @@ class ModelBased(Policy):
         row = self.trans_counts[l_prev]
         self.p_hat[l_prev] = row / row.sum()
         d = self.space.lookup(k_now)
-        if d >= 0:
+        if self.threshold_mode:
+            b = min(int(rate_now / self._bin_width), len(self.rate_hist) - 1)
+            self.rate_hist[b] += 1.0
+            rank = int(self.space.rank_of_type[k_now > 0].min())
+            x = rate_now / float(k_now.sum())
+            if violated and x < self.thr_hi[rank]:
+                self.thr_hi[rank] = x
+                self._threshold_model()
+            elif not violated and x > self.thr_lo[rank]:
+                self.thr_lo[rank] = x
+                self._threshold_model()
+        elif d >= 0:
             c = self.space.cls[d]
             old_freq = self.violations[c, l_now] / self.visits[c, l_now] if self.visits[c, l_now] else -1.0
             self.visits[c, l_now] += 1.0
@@ -177,7 +224,16 @@ class ModelBased(Policy):
                 self._project()
         step = self.t + 1
         if step <= self.params["warmup_steps"] or step % self.sweep_every == 0:
+            if self.threshold_mode:
+                self._threshold_model()  # the in-level rate distributions moved
             self._sweep(self.params["sweeps_per_update"])
+        elif d >= 0 and self.params["local_radius"] > 0:
+            if self._cost is None:
+                self._cost = self._state_cost()
+            w = self.spec.weights
+            self._sweeper.sweep_local(
+                d, self.params["local_radius"], self._cost, self.p_hat, self.future, w.rcf, self.spec.gamma
+            )
 
     # ---- deciding ------------------------------------------------------------------------------------------
     def _q_values(self, d: int, level: int) -> dict[int, float]:
@@ -210,7 +266,11 @@ class ModelBased(Policy):
             # violation statistics were about the old bound: they no longer describe the unknown cost
             self.visits[:] = 0.0
             self.violations[:] = 0.0
+            self.thr_lo[:] = 0.0
+            self.thr_hi[:] = np.inf
             self._project()
+            if self.threshold_mode:
+                self._threshold_model()
         self._model_key = key
         self._refresh_derived()
         self._sweep(self.params["reconfigure_sweeps"])
@@ -223,6 +283,9 @@ class ModelBased(Policy):
             "visits": self.visits,
             "violations": self.violations,
             "v_hat": self.v_hat,
+            "thr_lo": self.thr_lo,
+            "thr_hi": self.thr_hi,
+            "rate_hist": self.rate_hist,
             "future": self.future,
             "p_hat": self.p_hat,
         }
@@ -244,11 +307,15 @@ class ModelBased(Policy):
         self.visits = arrays["visits"].copy()
         self.violations = arrays["violations"].copy()
         self.v_hat = arrays["v_hat"].copy()
+        self.thr_lo = arrays["thr_lo"].copy()
+        self.thr_hi = arrays["thr_hi"].copy()
+        self.rate_hist = arrays["rate_hist"].copy()
         self.future = arrays["future"].copy()
         self.sweeps_done = int(meta["sweeps_done"])
         self._model_key = [float(x) for x in meta["model_key"]]
         self._refresh_derived()
         self.p_hat = arrays["p_hat"].copy()
+        self.threshold_mode = self.space.grid and self.params["violation_model"] != "counts"
 
 
 def monotone_majorant(violations: np.ndarray, visits: np.ndarray, space: mdp.DeploymentSpace) -> np.ndarray:
@@ -269,6 +336,42 @@ def monotone_majorant(violations: np.ndarray, visits: np.ndarray, space: mdp.Dep
     return np.ascontiguousarray(f.reshape(freq.shape))
 
 
+def per_replica_bounds(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Estimated per-replica rate bound theta (tuples/s) of each speed rank (ascending speeds).
+
+    Monotone in speed: a violation at a per-replica rate x on a faster type implies one on a slower type, and no
+    violation at x on a slower type implies none on a faster one. Inside the remaining interval [lo, hi) the
+    estimate is its midpoint; ``inf`` while no violation bounds it (optimism: try it); ``hi`` when noisy
+    observations contradict each other (lo >= hi).
+    """
+    hi_eff = np.minimum.accumulate(hi[::-1])[::-1]
+    lo_eff = np.maximum.accumulate(lo)
+    with np.errstate(invalid="ignore"):
+        mid = 0.5 * (lo_eff + hi_eff)
+    return np.where(np.isinf(hi_eff), np.inf, np.where(lo_eff >= hi_eff, hi_eff, mid))
+
+
+def level_exceedance(thresholds: np.ndarray, rate_hist: np.ndarray, levels: Any) -> np.ndarray:
+    """``out[c, l]`` = probability that a rate of level ``l`` exceeds ``thresholds[c]`` (tuples/s), from a
+    histogram of observed rates (bins of ``levels.width / HIST_BINS_PER_LEVEL``; mass spread uniformly inside a
+    bin). A level without observations is taken as uniform over its nominal width."""
+    n = levels.n
+    width = levels.width
+    bw = width / HIST_BINS_PER_LEVEL
+    edges = np.arange(len(rate_hist) + 1) * bw
+    cum = np.concatenate(([0.0], np.cumsum(rate_hist)))
+    lo_edge = np.arange(n) * width
+    hi_edge = np.append(lo_edge[1:], edges[-1])
+    mass = np.interp(hi_edge, edges, cum) - np.interp(lo_edge, edges, cum)
+    t = np.clip(thresholds[:, None], lo_edge[None, :], hi_edge[None, :])
+    below = np.interp(t, edges, cum) - np.interp(lo_edge, edges, cum)[None, :]
+    nominal_hi = np.append(lo_edge[1:], n * width)
+    uniform = np.clip((nominal_hi[None, :] - thresholds[:, None]) / width, 0.0, 1.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        observed = 1.0 - below / mass[None, :]
+    return np.where(mass[None, :] > 0, np.clip(observed, 0.0, 1.0), uniform)
+
+
 def outside_space_action(space: mdp.DeploymentSpace, k: np.ndarray, spec: OperatorSpec) -> int:
     """Action for a deployment outside the (reduced) space: remove one replica of the present type with the
     fewest replicas (first in order), which moves towards the space; do nothing when that is not allowed."""
@@ -278,3 +381,191 @@ def outside_space_action(space: mdp.DeploymentSpace, k: np.ndarray, spec: Operat
         t = int(present[np.argmin(k[present])])
         return 1 + t
     return 0
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# benchmark: python -m policies.om.model_based --bench [--trace PATH] [--steps N] [--jobs J] [--cells quick|all]
+
+REFERENCE_WALL_S = 62.0  # authors' simulator, model-based, infra A, 3 types, K_max 10, whole Taxi trace
+BENCH_CELLS = [(infra, n, k) for k in (10, 20) for infra in ("A", "B") for n in (3, 6, 10)]
+TIMING_CELLS = [("A", 3, 10), ("A", 3, 20), ("A", 10, 10), ("A", 10, 20)]
+
+
+def _run_cell(policy: str, infra: str, n_res: int, k_max: int, trace_path: str, steps: int) -> dict[str, Any]:
+    """One whole-trace run in this process (the benchmark starts one subprocess per run): the policy, then a
+    do-nothing loop over the same trace; wall times in seconds, peak memory (ru_maxrss) in MiB."""
+    import resource
+    import time
+
+    from policies.sim.operator import run_operator
+    from policies.sim.scenario import build_policy, initial_deployment, paper_spec
+    from policies.sim.trace import load_trace
+
+    trace = load_trace(trace_path, steps or None)
+    spec = paper_spec(infra, n_res, k_max)
+    start = time.perf_counter()
+    pol = build_policy(policy, spec)
+    if hasattr(pol, "set_trace"):
+        pol.set_trace(trace)
+    setup = time.perf_counter() - start
+    result = run_operator(trace, pol, spec=spec, k0=initial_deployment(spec, pol))
+    wall = time.perf_counter() - start
+    rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+    class _Nothing(Policy):
+        name = "do-nothing"
+
+        def _decide(self, k, rate, obs, explain):  # noqa: ANN001, ANN202 - Policy signature
+            return 0, {}
+
+    idle = run_operator(trace, _Nothing(paper_spec(infra, n_res, k_max)), spec=spec).wall_seconds
+    out = result.summary()
+    out.update(
+        policy=policy,
+        infra=infra,
+        n_res=n_res,
+        k_max=k_max,
+        wall_total_s=wall,
+        setup_s=setup,
+        nothing_s=idle,
+        maxrss_mib=rss_mib,
+        space=pol.space.size,
+    )
+    return out
+
+
+def _subprocess_cell(args: tuple[str, str, int, int, str, int]) -> dict[str, Any]:
+    import json
+    import subprocess
+    import sys
+
+    policy, infra, n_res, k_max, trace_path, steps = args
+    cmd = [sys.executable, "-m", "policies.om.model_based", "--run", policy, infra, str(n_res), str(k_max)]
+    cmd += ["--trace", trace_path, "--steps", str(steps)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        return {"policy": policy, "infra": infra, "n_res": n_res, "k_max": k_max, "error": proc.stderr[-400:]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _published_best(k_max: int, n_res: int, infra: str, path: str) -> tuple[str, float]:
+    import csv
+
+    best = ("-", math.inf)
+    with open(path) as fh:
+        for row in csv.DictReader(fh):
+            if (row["trace"], int(row["k_max"]), int(row["n_res"]), row["infra"]) == (
+                "taxi",
+                k_max,
+                n_res,
+                infra,
+            ):
+                if float(row["avg_cost"]) < best[1]:
+                    best = (row["policy"], float(row["avg_cost"]))
+    return best
+
+
+def bench(argv: list[str]) -> int:  # pragma: no cover - a benchmark, run by hand
+    import argparse
+    import sys
+    from multiprocessing.pool import ThreadPool
+    from pathlib import Path
+
+    from policies.benchdoc import write_section
+
+    shared = Path(__file__).resolve().parents[3] / "shared"
+    ap = argparse.ArgumentParser(prog="python -m policies.om.model_based --bench")
+    ap.add_argument("--trace", default=str(shared / "traces" / "taxi.txt"))
+    ap.add_argument("--reference", default=str(shared / "reference" / "paper_om_tables.csv"))
+    ap.add_argument("--steps", type=int, default=0, help="0 = whole trace")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--cells", choices=("all", "timing"), default="all")
+    args = ap.parse_args(argv)
+    cells = list(TIMING_CELLS) if args.cells == "timing" else list(BENCH_CELLS)
+    for c in TIMING_CELLS:
+        if c not in cells:
+            cells.append(c)
+    jobs = [("model-based", *c, args.trace, args.steps) for c in cells]
+    jobs += [("dp", *c, args.trace, args.steps) for c in cells if args.cells == "all"]
+    with ThreadPool(max(1, args.jobs)) as pool:
+        results = pool.map(_subprocess_cell, jobs)
+    by = {(r["policy"], r["infra"], r["n_res"], r["k_max"]): r for r in results}
+    for r in results:
+        if "error" in r:
+            print(
+                f"{r['policy']} {r['infra']} {r['n_res']} {r['k_max']}: FAILED {r['error']}", file=sys.stderr
+            )
+
+    lines = [
+        "### Whole-trace time and memory (model-based, infrastructure A)",
+        "",
+        "Each run is its own subprocess (peak RSS = its ru_maxrss). `do-nothing` is a policy that never acts, run",
+        f"over the same trace in the same subprocess (simulator overhead). Reference: the authors' simulator, "
+        f"{REFERENCE_WALL_S:.0f} CPU-s for 3 types, K_max 10; it cannot run 10 types (5.5 million states).",
+        "",
+        "| types | K_max | deployments in space | wall s | x do-nothing | x reference 62 s | peak MiB |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for infra, n, k in TIMING_CELLS:
+        r = by.get(("model-based", infra, n, k), {})
+        if "wall_total_s" not in r:
+            lines.append(f"| {n} | {k} | - | failed | | | |")
+            continue
+        lines.append(
+            f"| {n} | {k} | {r['space']} | {r['wall_total_s']:.1f} | {r['wall_total_s'] / r['nothing_s']:.0f} | "
+            f"{r['wall_total_s'] / REFERENCE_WALL_S:.2f} | {r['maxrss_mib']:.0f} |"
+        )
+    if args.cells == "all":
+        lines += [
+            "",
+            "### Quality vs the best published online policy (paper 001, Tables 2-3, Taxi)",
+            "",
+            "Target: model-based below the best published average cost, violations < 1 %, within 5 % of dp.",
+            "",
+            "| K_max | infra | types | best published | model-based cost | viol % | rcf % | dp cost | mb / dp "
+            "| target |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for infra, n, k in BENCH_CELLS:
+            mb, dp = by.get(("model-based", infra, n, k), {}), by.get(("dp", infra, n, k), {})
+            name, pub = _published_best(k, n, infra, args.reference)
+            if "avg_cost" not in mb:
+                lines.append(f"| {k} | {infra} | {n} | {name} {pub:.4f} | failed | | | | | |")
+                continue
+            dpc = dp.get("avg_cost", math.nan)
+            ok = mb["avg_cost"] < pub and mb["violations_pct"] < 1.0 and mb["avg_cost"] <= 1.05 * dpc
+            lines.append(
+                f"| {k} | {infra} | {n} | {name} {pub:.4f} | {mb['avg_cost']:.4f} | {mb['violations_pct']:.2f} | "
+                f"{mb['reconfigurations_pct']:.2f} | {dpc:.4f} | {mb['avg_cost'] / dpc:.3f} | "
+                f"{'met' if ok else 'MISSED'} |"
+            )
+    steps_note = "whole trace" if not args.steps else f"first {args.steps} steps"
+    lines += ["", f"Trace: `{Path(args.trace).name}` ({steps_note})."]
+    markdown = "\n".join(lines)
+    print(markdown)
+    command = "nice python -m policies.om.model_based --bench " + " ".join(argv)
+    write_section("model-based", markdown, command.strip())
+    return 0
+
+
+def main(argv: list[str]) -> int:  # pragma: no cover - command line
+    import json
+
+    if argv[:1] == ["--bench"]:
+        return bench(argv[1:])
+    if argv[:1] == ["--run"] and len(argv) >= 5:
+        policy, infra, n_res, k_max = argv[1], argv[2], int(argv[3]), int(argv[4])
+        rest = dict(zip(argv[5::2], argv[6::2], strict=False))
+        out = _run_cell(policy, infra, n_res, k_max, rest["--trace"], int(rest.get("--steps", 0)))
+        print(json.dumps(out))
+        return 0
+    print(
+        "usage: python -m policies.om.model_based --bench [--trace PATH] [--steps N] [--jobs J]", flush=True
+    )
+    return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    import sys
+
+    sys.exit(main(sys.argv[1:]))
