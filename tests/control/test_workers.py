@@ -57,6 +57,7 @@ def test_a_tick_delivered_twice_applies_once_and_learns_once(broker, start_worke
     assert sorted(AgentState.objects.values_list("steps", flat=True)) == [1, 1]
 
 
+@pytest.mark.slow
 def test_sigkill_mid_tick_loses_nothing_and_the_next_tick_continues(broker, start_worker):
     app = simulated_pipeline("killed", n_operators=2, rate_scale=BUSY, om_policy="ql")
     celery = sender(broker)
