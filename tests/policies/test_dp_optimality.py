@@ -133,5 +133,4 @@ def test_no_online_policy_beats_dp_on_a_known_markov_chain(infra) -> None:
     for name, cost in costs.items():
         assert dp_cost <= cost * 1.03 + 1e-4, (name, cost, dp_cost)
     # and the learning policy gets close to it
-    print(infra, dp_cost, costs)
     assert costs["model-based"] <= dp_cost * 1.25

@@ -8,7 +8,7 @@ import pytest
 from policies.base import Observation
 from policies.model import CostWeights, OperatorSpec, RateLevels, infrastructure
 from policies.om import mdp
-from policies.om.model_based import ModelBased, monotone_majorant
+from policies.om.model_based import ModelBased, level_exceedance, monotone_majorant, per_replica_bounds
 from policies.sim.operator import run_operator
 from policies.sim.scenario import paper_spec
 from policies.sim.trace import load_trace
@@ -238,3 +238,64 @@ def test_deployment_outside_the_reduced_space_moves_back_into_it() -> None:
 def test_bad_params_name_the_field(params, field) -> None:
     with pytest.raises(ValueError, match=f"params.{field}"):
         ModelBased(paper_spec("A", 3, 10), params)
+
+
+# ---- threshold violation model ------------------------------------------------------------------------------------
+
+
+def test_per_replica_bounds_are_monotone_in_speed_and_stay_in_the_bracket() -> None:
+    lo = np.array([50.0, 0.0, 120.0, 0.0])
+    hi = np.array([np.inf, 100.0, np.inf, 400.0])
+    theta = per_replica_bounds(lo, hi)
+    # speed 0: hi forced down to 100 by the violation on the faster speed 1; lo 50 -> midpoint 75
+    # speed 1: [50 (from the slower speed 0), 100) -> 75; speed 2: [120, 400 from speed 3) -> 260; speed 3: 260
+    np.testing.assert_allclose(theta, [75.0, 75.0, 260.0, 260.0])
+    assert (np.diff(theta) >= 0).all()
+    assert (
+        per_replica_bounds(np.array([10.0]), np.array([np.inf]))[0] == np.inf
+    )  # optimistic until a violation
+    assert per_replica_bounds(np.array([90.0]), np.array([80.0]))[0] == 80.0  # contradiction: the safe side
+
+
+def test_level_exceedance_of_uniform_rates_is_linear_inside_the_level() -> None:
+    from policies.model import RateLevels
+    from policies.om.model_based import HIST_BINS_PER_LEVEL, TOP_SPAN_LEVELS
+
+    levels = RateLevels(30, 650.0)
+    hist = np.zeros(HIST_BINS_PER_LEVEL * (levels.n - 1 + TOP_SPAN_LEVELS))
+    hist[: HIST_BINS_PER_LEVEL * 10] = 1.0  # uniform over levels 0..9, nothing above
+    w = levels.width
+    thresholds = np.array([0.0, 3.25 * w, 9.5 * w, 100 * w])
+    v = level_exceedance(thresholds, hist, levels)
+    assert v.shape == (4, 30)
+    np.testing.assert_allclose(v[0, :10], 1.0)
+    np.testing.assert_allclose(v[1, 3], 0.75)
+    np.testing.assert_allclose(v[1, :3], 0.0)
+    np.testing.assert_allclose(v[1, 4:10], 1.0)
+    np.testing.assert_allclose(v[2, 9], 0.5)
+    np.testing.assert_allclose(v[3], 0.0)
+    # never observed levels: uniform over their nominal width
+    np.testing.assert_allclose(v[0, 10:], 1.0)
+
+
+def test_threshold_learner_brackets_the_true_per_replica_bound(taxi_head) -> None:
+    trace = load_trace(taxi_head)
+    spec = paper_spec("A", 3, 10)
+    policy = ModelBased(spec)
+    run_operator(trace, policy)
+    space = policy.space
+    true = mdp.rate_thresholds(spec, space).reshape(space.grid_shape)[0]  # n = 1: the per-replica bound
+    bounded = np.isfinite(policy.thr_hi)
+    assert bounded.any()
+    assert (policy.thr_lo <= true + 1e-9).all()
+    assert (true[bounded] < policy.thr_hi[bounded]).all()
+    assert (np.diff(per_replica_bounds(policy.thr_lo, policy.thr_hi)) >= 0).all()
+
+
+def test_counts_model_is_available_and_learns(taxi_head) -> None:
+    trace = load_trace(taxi_head)[:1500]
+    policy = ModelBased(paper_spec("A", 3, 10), {"violation_model": "counts"})
+    run_operator(trace, policy)
+    assert policy.visits.sum() == len(trace) - 1
+    g = policy.v_hat.reshape(*policy.space.grid_shape, -1)
+    assert (np.diff(g, axis=2) >= 0).all() and (np.diff(g, axis=0) <= 0).all()
