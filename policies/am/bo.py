@@ -168,6 +168,7 @@ class BayesianAM:
         """Run Alg. 4 from the current configuration; apply and return the best configuration found (or keep the
         last good one and record why)."""
         start = time.perf_counter()
+        cpu_start = time.process_time()
         deadline = start + self.timeout_s
         last_good = AMConfiguration(self.configuration.bounds_s.copy(), self.configuration.weights)
         record: dict[str, Any] = {
@@ -218,6 +219,7 @@ class BayesianAM:
                 record.update(outcome=f"kept last good configuration: {type(exc).__name__}: {exc}")
         record["after"] = self.configuration.as_dict(self.app.names)
         record["seconds"] = time.perf_counter() - start
+        record["cpu_seconds"] = time.process_time() - cpu_start
         self.history.append(record)
         return self.configuration
 
