@@ -134,6 +134,7 @@ def main_am(argv: list[str] | None = None) -> int:
         trace[args.offset : args.offset + args.obs_steps],
         trace[args.offset + args.obs_steps :],
     )
+    n_settings = len(args.apps.split(",")) * len(args.n_res.split(",")) * len(budgets)
     rows: list[dict[str, Any]] = []
     bo_times: list[float] = []
     bo_cpu: list[float] = []
@@ -216,15 +217,26 @@ def main_am(argv: list[str] | None = None) -> int:
                         setting | {"am": "centralized", **res.summary(eta_v, eta_r), "bo_seconds": None}
                     )
                     print(f"  centralized: {res.summary(eta_v, eta_r)}", flush=True)
-    wall = time.perf_counter() - start
-    md = render(rows, om, args, bo_times, wall, bo_cpu)
+                if not args.no_write:  # after every setting, so a long run leaves its partial results
+                    done = sum(1 for r in rows if r["am"] == "bo")
+                    note = (
+                        "" if done == n_settings else f"\n\n(partial: {done} of {n_settings} settings so far)"
+                    )
+                    publish(
+                        render(rows, om, args, bo_times, time.perf_counter() - start, bo_cpu) + note, argv
+                    )
+    md = render(rows, om, args, bo_times, time.perf_counter() - start, bo_cpu)
     print(md)
     if not args.no_write:
-        from policies.benchdoc import write_section
-
-        cmd = "python -m policies.bench am " + " ".join(argv if argv is not None else sys.argv[1:])
-        write_section("am", md, cmd.strip())
+        publish(md, argv)
     return 0
+
+
+def publish(md: str, argv: list[str] | None) -> None:
+    from policies.benchdoc import write_section
+
+    cmd = "python -m policies.bench am " + " ".join(argv if argv is not None else sys.argv[1:])
+    write_section("am", md, cmd.strip())
 
 
 def render(
