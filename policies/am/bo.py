@@ -98,6 +98,7 @@ class BayesianAM:
         seed: int = 0,
         margin: float = 0.7,
         scale_in_reserve: float = 0.0,
+        node_capacity: list[int] | None = None,
     ) -> None:
         self.app = app
         self.node_types = tuple(node_types)
@@ -120,6 +121,7 @@ class BayesianAM:
             raise ValueError(f"margin: must be in (0, 1], got {margin}")
         self.margin = margin
         self.scale_in_reserve = scale_in_reserve
+        self.node_capacity = node_capacity  # nodes per type the application may use (e.g. from the IM)
         self.new_arbiter()  # validates the arbitration parameters
         self.configuration = AMConfiguration(naive_bounds(app), EQUAL_WEIGHTS)
         self.history: list[dict[str, Any]] = [{"event": "initial", "how": "naive Alg. 5, equal weights"}]
@@ -130,6 +132,7 @@ class BayesianAM:
             self.eta_r,
             self.bucket_capacity,
             k_max=self.app.k_max,
+            node_capacity=self.node_capacity,
             node_type_names=[t.name for t in self.node_types],
             batching=self.batching,
             scale_in_reserve=self.scale_in_reserve,
