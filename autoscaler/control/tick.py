@@ -81,6 +81,34 @@ def application_lock(application_id: int):
             cur.execute("SELECT pg_advisory_unlock(%s, %s)", [LOCK_NAMESPACE, application_id])
 
 
+#: definitions cache: application id -> (updated_at, expiry (monotonic s), topology, connector)
+_DEFINITIONS: dict[int, tuple[Any, float, Topology, Connector]] = {}
+DEFINITIONS_TTL_S = 30.0
+
+
+def definitions(app: Application, connector: Connector | None = None) -> tuple[Topology, Connector]:
+    """The application's topology and connector, cached per process for ``DEFINITIONS_TTL_S`` seconds or until
+    the Application row changes (deployment edits are picked up within the TTL)."""
+    now = time.monotonic()
+    cached = _DEFINITIONS.get(app.pk)
+    if cached is not None and cached[0] == app.updated_at and cached[1] > now and connector is None:
+        return cached[2], cached[3]
+    topo = topology(app)
+    if connector is None:
+        from connectors.factory import build_connector
+
+        connector = build_connector(app)
+        _DEFINITIONS[app.pk] = (app.updated_at, now + DEFINITIONS_TTL_S, topo, connector)
+    return topo, connector
+
+
+def forget_definitions(application_id: int | None = None) -> None:
+    if application_id is None:
+        _DEFINITIONS.clear()
+    else:
+        _DEFINITIONS.pop(application_id, None)
+
+
 def control_of(application: Application) -> ApplicationControl:
     control, _ = ApplicationControl.objects.get_or_create(application=application)
     return control
@@ -96,15 +124,12 @@ def run_tick(
     started = time.time() if enqueued_at is None else enqueued_at
     with application_lock(application_id):
         app = Application.objects.get(pk=application_id)
-        if connector is None:
-            from connectors.factory import build_connector
-
-            connector = build_connector(app)
+        topo, connector = definitions(app, connector)
         reconciled = False
         for stale in Tick.objects.filter(application=app, status=Tick.Status.APPLYING).order_by("slot"):
             _finish_apply(app, stale.pk, connector, started, reconcile=True, same_slot=stale.slot == slot)
             reconciled = reconciled or stale.slot == slot
-        outcome = _decide(app, slot, connector, started)
+        outcome = _decide(app, topo, slot, connector, started)
         outcome.reconciled = reconciled
         if outcome.status == Tick.Status.APPLYING:
             outcome.applied = _finish_apply(app, outcome_tick_id(app, slot), connector, started)
@@ -117,7 +142,7 @@ def outcome_tick_id(app: Application, slot: int) -> int:
 
 
 # ---- phase 1: observe, learn, decide (one transaction) -------------------------------------------------------
-def _decide(app: Application, slot: int, connector: Connector, started: float) -> TickOutcome:
+def _decide(app: Application, topo: Topology, slot: int, connector: Connector, started: float) -> TickOutcome:
     period_s = float(app.om_period_s)
     with transaction.atomic():
         tick, created = Tick.objects.select_for_update().get_or_create(
@@ -131,7 +156,6 @@ def _decide(app: Application, slot: int, connector: Connector, started: float) -
             return TickOutcome(app.pk, slot, status, duplicate=True)
         control = ApplicationControl.objects.select_for_update().get_or_create(application=app)[0]
         tick.attempts += 1
-        topo = topology(app)
         rails = parse_rails(control.rails, [op.name for op in topo.all_operators])
         if not control.am_config.get("bounds_ms"):
             control.am_config = naive_configuration(topo)
@@ -180,7 +204,7 @@ def _record_no_data(app, tick, control, topo, metrics, reason, rails: Rails) -> 
             slot=tick.slot,
             outcome=Decision.Outcome.NO_DATA,
             observed=finite(metrics.operators[op.name].to_dict()) if op.name in metrics.operators else {},
-            deployment=op.deployment.replicas,
+            deployment=metrics.operators[op.name].deployment if op.name in metrics.operators else {},
             reason=f"no data: {reason}; no action, no learning",
             finished_at=now,
         )
@@ -395,9 +419,13 @@ def _save_agents(
             agent.am_config_version, agent.format_version = version, AGENT_STATE_FORMAT
             agent.updated_at = timezone.now()
             changed.append(agent)
-    AgentState.objects.bulk_create(new)
     fields = ["policy", "blob", "steps", "last_slot", "am_config_version", "format_version", "updated_at"]
-    AgentState.objects.bulk_update(changed, fields)
+    # one INSERT .. ON CONFLICT (operator) DO UPDATE for every agent (bulk_update's CASE form is much slower)
+    for agent in changed:
+        agent.pk = None
+    AgentState.objects.bulk_create(
+        new + changed, update_conflicts=True, unique_fields=["operator"], update_fields=fields
+    )
 
 
 def _measured_capacity(m) -> float | None:
