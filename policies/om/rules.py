@@ -91,12 +91,6 @@ class RuleBasedPolicy(Policy):
             self._ucache[key] = hit
         return hit
 
-    def utilisation(self, k: np.ndarray, rate: float, obs: Observation | None) -> float:
-        """Busy fraction of the busiest replica: measured if the observation has it, else from the model."""
-        if obs is not None and obs.utilisation is not None:
-            return float(obs.utilisation)
-        return rate * self._deployment_info(k)[1]
-
     def act(self, k: np.ndarray, rate: float, violated: bool, obs: Observation | None = None) -> int:
         """The simulator's fast path: nothing to learn, so skip the cost bookkeeping of ``Policy.act`` unless
         the control loop's ``step()`` (with an observation) needs it for its explanation."""
@@ -112,7 +106,12 @@ class RuleBasedPolicy(Policy):
         self, k: np.ndarray, rate: float, obs: Observation | None, explain: bool
     ) -> tuple[int, dict[int, float]]:
         total, per_rate = self._deployment_info(k)
+        # busy fraction of the busiest replica: measured when the observation has it, else from the model
         u = float(obs.utilisation) if obs is not None and obs.utilisation is not None else rate * per_rate
+        if not u >= 0.0:  # NaN or negative: a broken measurement is no reason to scale (nor to count periods)
+            if explain or obs is not None:
+                self._last_reason = {"utilisation": u, "replicas": total, "desired_replicas": total}
+            return 0, {}
         target = self._target(k, total, u, explain)
         spec = self.spec
         if target > total and total < spec.k_max:

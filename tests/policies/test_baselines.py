@@ -189,3 +189,12 @@ def test_short_taxi_smoke(taxi_head, name):
     assert s["steps"] == 3000
     assert s["violations_pct"] < 1.0  # the Taxi trace's first days stay well inside A's capacity
     assert 1 <= res.replicas.min() and res.replicas.max() <= 10
+
+
+@pytest.mark.parametrize("name", BASELINES)
+@pytest.mark.parametrize("u", [float("nan"), -0.5])
+def test_broken_utilisation_measurement_does_not_scale(spec_a3, name, u):
+    pol = _policy(name, spec_a3, **({} if name.startswith("threshold") else {"node_type": "first"}))
+    prop = pol.step(_obs([4, 0, 0], u))
+    assert prop.action == 0
+    assert prop.explanation["rule"]["desired_replicas"] == 4
