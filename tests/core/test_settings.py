@@ -15,7 +15,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def import_settings(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
-    code = "import autoscaler.settings as s; print(s.DATABASES['default']['ENGINE'], s.DEBUG, len(s.SECRET_KEY))"
+    code = (
+        "import autoscaler.settings as s; print(s.DATABASES['default']['ENGINE'], s.DEBUG, len(s.SECRET_KEY))"
+    )
     base = {"PATH": "/usr/bin:/bin", "AUTOSCALER_VAR_DIR": str(tmp_path / "var")}
     return subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, env={**base, **env}, capture_output=True, text=True
@@ -54,7 +56,9 @@ def test_celery_app_uses_the_configured_broker():
         pytest.skip("a network broker is configured; the serverless default is what this test checks")
     # a message really goes through the default broker, which needs no server
     queue_name = f"test-{uuid.uuid4().hex}"
-    with Connection(celery_app.conf.broker_url, transport_options=celery_app.conf.broker_transport_options) as conn:
+    with Connection(
+        celery_app.conf.broker_url, transport_options=celery_app.conf.broker_transport_options
+    ) as conn:
         queue = conn.SimpleQueue(queue_name)
         queue.put({"hello": "broker"})
         message = queue.get(timeout=5)
