@@ -461,6 +461,17 @@ def q_values(
     return {int(a): float(x) for a, x in zip(acts, q, strict=True)}
 
 
+def greedy_table(space: DeploymentSpace, ev: np.ndarray, w_rcf: float) -> np.ndarray:
+    """Greedy action per (deployment, level) given ``ev[d, l] = gamma sum_l' P[l, l'] V(d, l')``: the first
+    action (in action order) with the strictly smallest ``rcf(a) + ev[d + a, l]``."""
+    n_act = space.succ.shape[1]
+    q = np.full((space.size, n_act, ev.shape[1]), np.inf)
+    for a in range(n_act):
+        ok = space.succ[:, a] >= 0
+        q[ok, a] = ev[space.succ[ok, a]] + (0.0 if a == 0 else w_rcf)
+    return np.argmin(q, axis=1).astype(np.int16)
+
+
 def greedy(q: dict[int, float]) -> int:
     """The first action (in action order) with the strictly smallest value."""
     best_a, best_v = -1, math.inf

@@ -124,6 +124,9 @@ class OfflineOptimum(Policy):
             self.space, self.cost, self.p, self.spec.weights.rcf, self.spec.gamma, tol=TOLERANCE
         )
         self.value = self.cost + future
+        # decisions: a table of greedy actions per (deployment, level) from gamma * E V(next)
+        self.ev = self.spec.gamma * (self.value @ self.p.T)
+        self.table = mdp.greedy_table(self.space, self.ev, self.spec.weights.rcf)
 
     def _key(self) -> list[float]:
         w = self.spec.weights
@@ -145,8 +148,12 @@ class OfflineOptimum(Policy):
         if d < 0:
             return outside_space_action(self.space, k, self.spec), {}
         level = self.spec.rate_levels.level(rate)
-        q = mdp.q_values(self.space, d, level, self.value, self.p, self.spec.weights.rcf, self.spec.gamma)
-        return mdp.greedy(q), (q if explain else {})
+        if not explain:
+            return int(self.table[d, level]), {}
+        acts, dst, moves = self.space.moves(d)
+        q = self.ev[dst, level] + np.where(moves, self.spec.weights.rcf, 0.0)
+        values = dict(zip(acts, q.tolist(), strict=True))
+        return int(self.table[d, level]), values
 
     # ---- durable state: the model (the values are recomputed deterministically from it) ----------------------
     def _get_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
