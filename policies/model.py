@@ -75,10 +75,10 @@ class CostWeights:
 
     def __post_init__(self) -> None:
         for name in ("perf", "res", "rcf"):
-            if getattr(self, name) < 0:
+            if not getattr(self, name) >= 0:  # also rejects NaN
                 raise ValueError(f"weights.{name} must be >= 0, got {getattr(self, name)}")
         total = self.perf + self.res + self.rcf
-        if abs(total - 1.0) > 1e-6:
+        if not abs(total - 1.0) <= 1e-6:
             raise ValueError(f"weights must sum to 1 (perf + res + rcf), got {total:.6f}")
 
 
@@ -222,7 +222,10 @@ class OperatorSpec:
         if not self.r_max_s > 0:
             raise ValueError(f"r_max_s must be > 0, got {self.r_max_s}")
         if self.c_max is None:
-            self.c_max = self.k_max * max(t.price for t in self.node_types)
+            # all node types free: the resource term is 0 whatever C_max, 1 avoids 0/0
+            self.c_max = self.k_max * max(t.price for t in self.node_types) or 1.0
+        if not self.c_max > 0:
+            raise ValueError(f"c_max must be > 0 $/h, got {self.c_max}")
 
     @property
     def n_res(self) -> int:

@@ -114,6 +114,16 @@ def test_weights_must_be_on_the_simplex():
         CostWeights(perf=1.0, res=-0.1, rcf=0.1)
     with pytest.raises(ValueError, match="must sum to 1"):
         CostWeights(perf=0.5, res=0.5, rcf=0.5)
+    with pytest.raises(ValueError, match="weights.perf must be >= 0"):
+        CostWeights(perf=float("nan"), res=0.5, rcf=0.5)
+
+
+def test_c_max_must_be_positive():
+    free = infrastructure("A", 1)[0].__class__("free", 1.0, 0.0)
+    with pytest.raises(ValueError, match="c_max must be > 0"):
+        OperatorSpec(node_types=infrastructure("A", 1), k_max=3, c_max=0.0)
+    spec = OperatorSpec(node_types=(free,), k_max=3)  # free nodes: no 0/0 in the resource term
+    assert spec.cost_terms(np.array([2]), violated=False, reconfigured=False)["res"] == 0.0
 
 
 def test_cost_terms_normalise_by_c_max():
