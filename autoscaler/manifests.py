@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import ProtectedError
 
 from . import models as m
@@ -205,7 +205,13 @@ def queryset(kind: str, owner: AbstractBaseUser | None):
 
 
 def export(kind: str, name: str | None, owner: AbstractBaseUser | None) -> list[dict[str, Any]]:
-    """Manifests of one resource (``name``) or of every resource of ``kind``; ManifestError if ``name`` is unknown."""
+    """Manifests of one resource (``name``) or of every resource of ``kind``; ManifestError if ``name`` is unknown.
+
+    ``kind`` "all" (no name): every catalog and region and the owner's applications and deployments, in the
+    order ``apply`` needs.
+    """
+    if kind.lower() == "all" and name is None:
+        return [doc for each in KIND_ORDER for doc in export(each, None, owner)]
     kind = resolve_kind(kind)
     objects = queryset(kind, owner)
     if name is not None:
@@ -353,8 +359,25 @@ def apply_documents(
     several documents. ``dry_run``: validate as if applying, then roll back.
     """
     docs = list(docs)
-    multi = len(docs) > 1
     order = sorted(range(len(docs)), key=lambda i: KIND_ORDER.get(_kind_of(docs[i]), len(KIND_ORDER)))
+    try:
+        results = _apply_in_transaction(docs, order, owner, expected_kind, expected_name, dry_run)
+    except IntegrityError:  # a concurrent apply created the same name between our check and our write
+        raise ManifestError(
+            [FieldError("metadata.name", "changed concurrently by another request: retry")]
+        ) from None
+    return [result for _, result in sorted(results, key=lambda pair: pair[0])]
+
+
+def _apply_in_transaction(
+    docs: list[Any],
+    order: list[int],
+    owner: AbstractBaseUser | None,
+    expected_kind: str | None,
+    expected_name: str | None,
+    dry_run: bool,
+) -> list[tuple[int, ApplyResult]]:
+    multi = len(docs) > 1
     refs = DatabaseReferences(owner)
     errors: list[FieldError] = []
     results: list[tuple[int, ApplyResult]] = []
@@ -385,7 +408,7 @@ def apply_documents(
             raise ManifestError(errors)
         if dry_run:
             transaction.set_rollback(True)
-    return [result for _, result in sorted(results, key=lambda pair: pair[0])]
+    return results
 
 
 def _kind_of(doc: Any) -> str:

@@ -199,3 +199,28 @@ def test_manage_py_exit_status(tmp_path):
     assert "error: apiVersion: unknown version 'autoscaler/v9'" in run.stderr
     good = manage("apply", "-f", str(EXAMPLES / "catalog-vm-example.yaml"))
     assert (good.returncode, good.stdout) == (0, "nodetypecatalog/vm-example created\n"), good.stderr
+
+
+def test_export_all_round_trips_through_an_empty_database(examples, alice, tmp_path, capsys):
+    call_command("export", "all", "--owner", "alice")
+    text = capsys.readouterr().out
+    kinds = [doc["kind"] for doc in yaml.safe_load_all(text)]
+    assert kinds == sorted(kinds, key=["NodeTypeCatalog", "Region", "Application", "Deployment"].index)
+    exported = export_all(alice)
+    (tmp_path / "all.yaml").write_text(text)
+    call_command("delete", "-f", str(tmp_path / "all.yaml"), "--owner", "alice")
+    assert not any(t.objects.exists() for t in (m.NodeTypeCatalog, m.Region, m.Application, m.Deployment))
+    call_command("apply", "-f", str(tmp_path / "all.yaml"), "--owner", "alice")
+    assert export_all(alice) == exported
+
+
+def test_delete_from_file_is_all_or_nothing(examples, alice, tmp_path, capsys):
+    path = tmp_path / "some.yaml"
+    path.write_text(
+        "kind: Application\nmetadata: {name: wordcount}\n---\nkind: Region\nmetadata: {name: region-a}\n"
+    )  # region-a is still used by taxi-sim's deployment
+    before = snapshot()
+    with pytest.raises(CommandError):
+        call_command("delete", "-f", str(path), "--owner", "alice")
+    assert "Region/region-a: Region 'region-a' is still used by taxi-sim-parse" in capsys.readouterr().err
+    assert snapshot() == before

@@ -15,7 +15,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser) -> None:
         parser.add_argument(
-            "kind", help="NodeTypeCatalog, Region, Application or Deployment (case-insensitive)"
+            "kind", help="NodeTypeCatalog, Region, Application, Deployment (case-insensitive), or all"
         )
         parser.add_argument("name", nargs="?")
         parser.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
