@@ -48,7 +48,8 @@ The full space has ~30 million deployments x 30 levels; the formulation here has
 3. *Exactness check.* Restricting the actions can only raise the optimal values; if the full problem's optimal
    policy, started from one replica, never leaves the restricted space, the two problems have the same values on
    every state that policy reaches. ``tests/policies/test_dp_optimality.py`` solves both problems with the true
-   model on small instances (3 types, K_max 6 and 10, infrastructures A and B) and asserts exactly this; on the
+   model on small instances (3 types with K_max 6 and 10, 4 types with K_max 8; infrastructures A and B) and
+   asserts exactly this; on the
    Taxi model the optimal policy visits at most 8 deployments even with 10 types (K_max 6 and 8, checked
    offline), all within two types.
 
@@ -311,7 +312,9 @@ class ModelBased(Policy):
         return meta, arrays
 
     def _set_state(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
-        self.space = mdp.build_space(self.spec, choose_max_types(self.spec, self.params["max_mixed_types"]))
+        max_types = choose_max_types(self.spec, self.params["max_mixed_types"])
+        if max_types != self.space.max_types or self.space.deployments.shape[1] != self.spec.n_res:
+            self.space = mdp.build_space(self.spec, max_types)
         if int(meta["space_size"]) != self.space.size:
             raise ValueError(
                 f"state: deployment space of {meta['space_size']} deployments does not match this operator's "

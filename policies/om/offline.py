@@ -159,13 +159,22 @@ class OfflineOptimum(Policy):
     def _get_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         if self.p is None or self.level_rates is None:
             return {"has_model": False}, {}
-        arrays = {"p": self.p}
-        arrays.update({f"rates_{i}": r for i, r in enumerate(self.level_rates)})
+        # the in-level rate samples as (value, multiplicity) pairs: a whole trace shrinks to its distinct rates
+        uniq = [np.unique(r, return_counts=True) for r in self.level_rates]
+        arrays = {
+            "p": self.p,
+            "rate_values": np.concatenate([u[0] for u in uniq]),
+            "rate_counts": np.concatenate([u[1] for u in uniq]).astype(np.int64),
+            "rate_offsets": np.cumsum([0] + [len(u[0]) for u in uniq]).astype(np.int64),
+        }
         return {"has_model": True}, arrays
 
     def _set_state(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
         if meta.get("has_model"):
-            n = self.spec.rate_levels.n
+            off, values, counts = arrays["rate_offsets"], arrays["rate_values"], arrays["rate_counts"]
             self.p = arrays["p"].copy()
-            self.level_rates = [arrays[f"rates_{i}"].copy() for i in range(n)]
+            self.level_rates = [
+                np.repeat(values[off[i] : off[i + 1]], counts[off[i] : off[i + 1]])
+                for i in range(len(off) - 1)
+            ]
             self._solve()
