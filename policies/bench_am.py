@@ -119,7 +119,7 @@ def main_am(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--reopt-every", type=int, default=5000, help="BO AM re-optimises every N periods (0: never)"
     )
-    ap.add_argument("--margin", type=float, default=0.7, help="BO aims at margin * budgets in simulation")
+    ap.add_argument("--margin", type=float, default=0.5, help="BO aims at margin * budgets in simulation")
     ap.add_argument("--quick", action="store_true", help="smoke run: A only, short traces, N_BO = 4")
     ap.add_argument("--no-write", action="store_true", help="do not write docs/benchmarks.md")
     args = ap.parse_args(argv)

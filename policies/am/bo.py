@@ -96,7 +96,7 @@ class BayesianAM:
         batching: bool = True,
         sim_steps: int | None = None,
         seed: int = 0,
-        margin: float = 0.7,
+        margin: float = 0.5,
         scale_in_reserve: float = 0.0,
         node_capacity: list[int] | None = None,
     ) -> None:
