@@ -311,3 +311,21 @@ def test_removing_a_node_type_in_use(stored, alice):
     doc = copy.deepcopy(CATALOG)
     doc["spec"]["nodeTypes"][0]["name"] = "n2"
     assert "node type 'n1' cannot be removed" in errors_of(doc, stored)["spec.nodeTypes"]
+
+
+def test_duplicate_region_in_application():
+    assert errors_of(app(regions=["r1", "r1"]))["spec.regions[1]"] == "duplicate region 'r1'"
+
+
+def test_deployment_outside_the_applications_regions(stored, alice):
+    manifests.apply_documents(
+        [dict(copy.deepcopy(REGION), metadata={"name": "r2"}), app(regions=["r2"])], alice
+    )
+    errors = errors_of(deployment(region="r1"), stored)
+    assert errors == {"spec.region": "region 'r1' is not one of the application's regions"}
+
+
+def test_application_cannot_drop_the_region_of_a_deployment(stored, alice):
+    manifests.apply_documents([dict(copy.deepcopy(REGION), metadata={"name": "r2"}), deployment()], alice)
+    errors = errors_of(app(regions=["r2"]), stored)
+    assert errors == {"spec.regions": "deployment 'd1' runs in region 'r1'"}
