@@ -111,11 +111,12 @@ def _policy_list(text: str | None) -> list[str]:
 
 
 def availability(name: str) -> tuple[type | None, str]:
-    """(class, "") when policy ``name`` can be imported, else (None, reason)."""
+    """(class, "") when policy ``name`` can be imported, else (None, reason). Any import-time error counts
+    (a module being written by someone else may not even compile yet)."""
     try:
         return load("om", name), ""
-    except (ImportError, AttributeError) as exc:
-        return None, f"{type(exc).__name__}: {exc}"
+    except Exception as exc:  # noqa: BLE001 - reported as "not available"
+        return None, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
 
 
 def is_deterministic(name: str, cls: type) -> bool:
