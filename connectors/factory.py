@@ -70,7 +70,18 @@ class DbEngineStore:
         return row
 
     def load(self) -> dict[str, Deployment] | None:
+        if self._prefetched is not None:  # read together with the faults by the monitor
+            value, self._prefetched = self._prefetched, None
+            return value
         return self._row().deployments
+
+    _prefetched: dict[str, Deployment] | None = None
+
+    def fetch(self) -> tuple[dict[str, Deployment] | None, dict[str, Any]]:
+        """Deployments and faults in one read; the next ``load()`` returns these deployments."""
+        row = self._row()
+        self._prefetched = row.deployments
+        return row.deployments, dict(row.faults or {})
 
     def save(self, deployments: dict[str, Deployment]) -> None:
         from autoscaler.control.models import SimulatedEngine
@@ -90,11 +101,17 @@ class FaultInjectingMonitor(SimulatedMonitor):
         self.store = store
 
     def collect(self, period: Period) -> PeriodMetrics:
+        try:
+            return self._collect(period)
+        finally:
+            self.store._prefetched = None
+
+    def _collect(self, period: Period) -> PeriodMetrics:
         from django.db.models import F
 
         from autoscaler.control.models import SimulatedEngine
 
-        faults = self.store.faults()
+        _, faults = self.store.fetch()
         if faults.get("collectDelayS"):
             time.sleep(float(faults["collectDelayS"]))
         if int(faults.get("failCollect", 0)) > 0:

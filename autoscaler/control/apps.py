@@ -19,6 +19,16 @@ class ControlConfig(AppConfig):
         schedule.setdefault("control-dispatch", {"task": "control.dispatch", "schedule": interval})
         app.conf.beat_schedule = schedule
         app.conf.worker_prefetch_multiplier = 1
+        # keep each worker's database connection across tasks (Celery closes it after every task otherwise):
+        # connecting costs a PostgreSQL backend fork per tick; closed and reopened every 2 x this many tasks
+        reuse = int(getattr(settings, "AUTOSCALER_DB_REUSE_MAX", 500))
+        if app.conf.get("CELERY_DB_REUSE_MAX") is None:
+            app.conf.CELERY_DB_REUSE_MAX = reuse
+        # a worker builds its Django fixup (which reads that option) before Django calls this method
+        for fixup in getattr(app, "_fixups", None) or []:
+            worker_fixup = getattr(fixup, "_worker_fixup", None)
+            if worker_fixup is not None and worker_fixup.db_reuse_max is None:
+                worker_fixup.db_reuse_max = reuse
         options = dict(app.conf.broker_transport_options or {})
         options.setdefault("visibility_timeout", 300)
         app.conf.broker_transport_options = options

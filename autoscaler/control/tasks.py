@@ -22,6 +22,7 @@ import time
 from celery import shared_task
 from django.conf import settings
 from django.db import OperationalError
+from django.db import connection as db_connection
 from django.db.models import Q
 from django.utils import timezone
 
@@ -100,6 +101,8 @@ def tick(self, application_id: int, slot: int, enqueued_at: float | None = None)
     try:
         out = run_tick(application_id, slot, enqueued_at=enqueued_at)
     except (ConnectorError, OperationalError) as exc:
+        if isinstance(exc, OperationalError):
+            db_connection.close()  # a reused connection may be broken (database restart): reconnect on retry
         final = self.request.retries >= self.max_retries
         try:
             record_failure(application_id, slot, f"{type(exc).__name__}: {exc}", final)

@@ -145,9 +145,11 @@ def outcome_tick_id(app: Application, slot: int) -> int:
 def _decide(app: Application, topo: Topology, slot: int, connector: Connector, started: float) -> TickOutcome:
     period_s = float(app.om_period_s)
     with transaction.atomic():
-        tick, created = Tick.objects.select_for_update().get_or_create(
-            application=app, slot=slot, defaults={"period_s": period_s, "dry_run": app.dry_run}
-        )
+        # the application lock is held: no other process creates this row concurrently (no savepoint needed)
+        tick = Tick.objects.select_for_update().filter(application=app, slot=slot).first()
+        created = tick is None
+        if created:
+            tick = Tick.objects.create(application=app, slot=slot, period_s=period_s, dry_run=app.dry_run)
         if not created and tick.status != Tick.Status.RUNNING:
             ApplicationControl.objects.filter(application=app).update(
                 duplicate_ticks_total=F("duplicate_ticks_total") + 1
