@@ -751,56 +751,36 @@ def _agg(rs: list[dict[str, Any]]) -> dict[str, float]:
 
 
 TABLE_NOTES = """\
-Why cells differ from the published tables by more than 10 % (flagged `*`): the published numbers are single
-runs of the authors' code, whose PDS agents differ from the paper's equations in two ways (greedy selection
-only, and the old value of the V~ update read at the pre-decision state; the `authors' mode` rows above
-reproduce both). Infrastructure B is extremely sensitive to exploration: its cheapest type (speedup 0.05) cannot
-serve any load, type 2 (speedup 30) serves everything, so whether an agent's early random actions happen to
-add the fast type decides between ~0.01 and ~0.6 average cost; the published B cells of QL+PDS with 6 and 10
-types (76-98 % violations) are runs that never found the fast type, which our seeded runs usually do. QL with
-6 and 10 types has not converged after one trace (60-75 % reconfigurations in both implementations), so its
-cost depends on the exploration path more than on the algorithm. Our own seed spread is given as (min-max)."""
+Why cells differ from the published tables by more than 10 % (flagged `*`): (1) the published numbers are one
+run each of the authors' code; ours are means over seeds, and the seed spread (min-max) is often wider than
+10 % on its own. (2) The authors' PDS agents differ from the paper's equations, which we implement by default:
+they select greedily (no exploration) and read the old value of the V~ update at the pre-decision state;
+the `authors' mode` rows of the fidelity table reproduce both. (3) Infrastructure B is a knife edge: type 1
+(speedup 0.05) cannot serve any load and type 2 (speedup 30, price 30) serves everything alone, so whether the
+early exploration of a run reaches a deployment with the fast type decides between ~0.01 and ~0.6 average cost
+(published QL+PDS with 6 and 10 types: 76-99 % violations, runs that never settled on it). (4) Plain QL with
+6 and 10 types has not converged after one trace in either implementation (60-75 % reconfigurations), so its
+cost reflects the exploration path more than the algorithm."""
 
 
-def bench(argv: list[str] | None = None) -> str:
-    """Fidelity (vs the authors' simulator and Tables 2-3), speed (vs 12.3 s and the do-nothing loop) and memory
-    (``ru_maxrss`` of a subprocess) of ql, ql-pds and ql-pds-plus; writes section ``ql-family`` of
-    docs/benchmarks.md."""
-    import argparse
-    import shlex
+def _measure(args: Any) -> dict[str, Any]:
+    """Run every measurement of the benchmark; returns plain data (JSON-serialisable) for :func:`_render`."""
     import sys
     import time
     from concurrent.futures import ProcessPoolExecutor
 
-    from policies.benchdoc import write_section
     from policies.sim.operator import run_operator
     from policies.sim.trace import load_trace
 
-    ap = argparse.ArgumentParser(prog="python -m policies.om.qlearning", description=bench.__doc__)
-    ap.add_argument("--bench", action="store_true", help="run the benchmark")
-    ap.add_argument("--trace", default=DEFAULT_TRACE, help="rate trace, one tuples/s value per line")
-    ap.add_argument("--published", default=DEFAULT_PUBLISHED, help="CSV of the published Tables 2-5")
-    ap.add_argument("--steps", type=int, default=None, help="trace steps per run (default: the whole trace)")
-    ap.add_argument("--seeds", type=int, default=3, help="seeds per cell")
-    ap.add_argument("--jobs", type=int, default=2, help="worker processes for the quality runs")
-    ap.add_argument("--calls", type=int, default=10_000, help="step() calls per latency measurement")
-    ap.add_argument("--no-tables", action="store_true", help="skip the Tables 2-3 grid (fidelity cell only)")
-    ap.add_argument("--no-write", action="store_true", help="print only, do not write docs/benchmarks.md")
-    args = ap.parse_args(argv)
-    if not args.bench:
-        ap.error("nothing to do: pass --bench")
-    if args.seeds < 1 or args.jobs < 1 or args.calls < 1 or (args.steps is not None and args.steps < 1):
-        ap.error("--seeds, --jobs, --calls and --steps must be >= 1")
     trace = load_trace(args.trace, args.steps)
-    n_steps = len(trace)
     log = sys.stderr
-    lines: list[str] = []
+    data: dict[str, Any] = {"n_steps": len(trace), "seeds": args.seeds, "grid_seeds": args.grid_seeds}
 
-    # ---- speed: whole-trace runs, one after the other in this process, against the do-nothing loop ----------
+    # speed: whole-trace runs in this process, alternating, best of two, against the do-nothing loop
     spec_a3 = ("A", 3, 10)
     wall_s: dict[str, float] = {}
     cpu_s: dict[str, float] = {}
-    for _ in range(2):  # best of two, alternating, to damp the noise of a shared machine
+    for _ in range(2):
         for name in ("do-nothing", *POLICY_CLASSES):
             t0, c0 = time.perf_counter(), time.process_time()
             run_operator(trace, _make(name, bench_spec(*spec_a3)))
@@ -808,8 +788,83 @@ def bench(argv: list[str] | None = None) -> str:
             wall_s[name] = min(sec, wall_s.get(name, math.inf))
             cpu_s[name] = min(cpu, cpu_s.get(name, math.inf))
             print(f"speed {name}: {sec:.2f} s wall, {cpu:.2f} s CPU", file=log)
+    data["speed"] = {"wall": wall_s, "cpu": cpu_s}
+
+    # decision latency: step() as the control loop calls it
+    rates = load_trace(args.trace, args.calls)
+    data["calls"] = len(rates)
+    latency = []
+    for n_res, k_max in ((3, 10), (10, 20)):
+        for name in ("do-nothing", *POLICY_CLASSES):
+            lat = _step_latency(_make(name, bench_spec("A", n_res, k_max)), rates)
+            latency.append(
+                {
+                    "policy": name,
+                    "n_res": n_res,
+                    "k_max": k_max,
+                    "p50": float(np.percentile(lat, 50)),
+                    "p99": float(np.percentile(lat, 99)),
+                    "max": float(lat.max()),
+                    "mean": float(lat.mean()),
+                }
+            )
+            print(f"latency {latency[-1]}", file=log)
+    data["latency"] = latency
+
+    # memory: ru_maxrss of a fresh subprocess per run
+    memory = []
+    for name, n_res, k_max in (
+        ("do-nothing", 10, 20),
+        ("ql", 10, 10),
+        ("ql", 10, 20),
+        ("ql-pds-plus", 10, 20),
+    ):
+        m = _memory_probe(name, "A", n_res, k_max, args.trace, args.steps)
+        memory.append(
+            {
+                "policy": name,
+                "n_res": n_res,
+                "k_max": k_max,
+                "rss_mib": m["max_rss_mib"],
+                "cost": m["avg_cost"],
+            }
+        )
+        print(f"memory {memory[-1]}", file=log)
+    data["memory"] = memory
+
+    # quality: the fidelity cell (defaults and the authors' mode) and the Tables 2-3 grid
+    jobs = [(n, *spec_a3, s, {}, args.trace, args.steps) for n in POLICY_CLASSES for s in range(args.seeds)]
+    jobs += [
+        (n, *spec_a3, s, AUTHORS_MODE, args.trace, args.steps)
+        for n in ("ql-pds", "ql-pds-plus")
+        for s in range(args.seeds)
+    ]
+    if not args.no_tables:
+        jobs += [
+            (name, infra, n_res, k_max, s, {}, args.trace, args.steps)
+            for k_max, n_res, infra in GRID_CELLS
+            if (infra, n_res, k_max) != spec_a3
+            for name in POLICY_CLASSES
+            for s in range(args.grid_seeds)
+        ]
+    t0 = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        data["results"] = list(pool.map(_full_run, jobs))
+    data["quality_wall"] = time.perf_counter() - t0
+    data["jobs"] = args.jobs
+    data["tables"] = not args.no_tables
+    return data
+
+
+GRID_CELLS = [(k_max, n_res, infra) for k_max in (10, 20) for n_res in (3, 6, 10) for infra in ("A", "B")]
+
+
+def _render(data: dict[str, Any], published_path: str) -> str:
+    """Markdown of the benchmark from the data of :func:`_measure`."""
+    n_steps = data["n_steps"]
+    cpu_s, wall_s = data["speed"]["cpu"], data["speed"]["wall"]
     base = cpu_s["do-nothing"]
-    lines += [
+    lines = [
         f"### Speed: whole Taxi trace ({n_steps} steps), infrastructure A, 3 node types, K_max 10",
         "",
         "Seconds of `run_operator` (simulator + policy), best of two alternating runs in one process; CPU = "
@@ -826,29 +881,21 @@ def bench(argv: list[str] | None = None) -> str:
             f"| {name} | {cpu:.2f} | {wall_s[name]:.2f} | {cpu / base:.2f} | "
             f"{1e6 * (cpu - base) / n_steps:.1f} | {REFERENCE_SECONDS[name]} | {cpu / REFERENCE_SECONDS[name]:.2f} |"
         )
-
-    # ---- decision latency: step() as the control loop calls it --------------------------------------------
-    rates = load_trace(args.trace, args.calls)
     lines += [
         "",
-        f"### Decision latency: `Policy.step()` over {len(rates)} calls (learning + decision + explanation)",
+        f"### Decision latency: `Policy.step()` over {data['calls']} calls (learning + decision + explanation)",
+        "",
+        "Deployment following the proposals on the first Taxi rates; max includes pre-emption by other load.",
         "",
         "| policy | types | K_max | p50 (ms) | p99 (ms) | max (ms) | mean (ms) | mean / do-nothing mean |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for n_res, k_max in ((3, 10), (10, 20)):
-        trivial = None
-        for name in ("do-nothing", *POLICY_CLASSES):
-            lat = _step_latency(_make(name, bench_spec("A", n_res, k_max)), rates)
-            trivial = lat.mean() if trivial is None else trivial
-            lines.append(
-                f"| {name} | {n_res} | {k_max} | {1e3 * np.percentile(lat, 50):.4f} | "
-                f"{1e3 * np.percentile(lat, 99):.4f} | {1e3 * lat.max():.3f} | {1e3 * lat.mean():.4f} | "
-                f"{lat.mean() / trivial:.1f} |"
-            )
-            print(lines[-1], file=log)
-
-    # ---- memory: ru_maxrss of a fresh subprocess per run ------------------------------------------------------
+    trivial = {(r["n_res"], r["k_max"]): r["mean"] for r in data["latency"] if r["policy"] == "do-nothing"}
+    for r in data["latency"]:
+        lines.append(
+            f"| {r['policy']} | {r['n_res']} | {r['k_max']} | {1e3 * r['p50']:.4f} | {1e3 * r['p99']:.4f} | "
+            f"{1e3 * r['max']:.3f} | {1e3 * r['mean']:.4f} | {r['mean'] / trivial[(r['n_res'], r['k_max'])]:.1f} |"
+        )
     lines += [
         "",
         f"### Memory: whole-trace run in a fresh subprocess, `ru_maxrss` (reference: {REFERENCE_QL_MEMORY_GB} GB "
@@ -857,64 +904,39 @@ def bench(argv: list[str] | None = None) -> str:
         "| policy | infra | types | K_max | max RSS (MiB) | avg cost |",
         "|---|---|---|---|---|---|",
     ]
-    for name, n_res, k_max in (
-        ("do-nothing", 10, 20),
-        ("ql", 10, 10),
-        ("ql", 10, 20),
-        ("ql-pds-plus", 10, 20),
-    ):
-        m = _memory_probe(name, "A", n_res, k_max, args.trace, args.steps)
-        lines.append(f"| {name} | A | {n_res} | {k_max} | {m['max_rss_mib']:.0f} | {m['avg_cost']:.4f} |")
-        print(lines[-1], file=log)
+    for m in data["memory"]:
+        lines.append(
+            f"| {m['policy']} | A | {m['n_res']} | {m['k_max']} | {m['rss_mib']:.0f} | {m['cost']:.4f} |"
+        )
 
-    # ---- fidelity and Tables 2-3 ---------------------------------------------------------------------------
-    seeds = range(args.seeds)
-    jobs = [(name, *spec_a3, s, {}, args.trace, args.steps) for name in POLICY_CLASSES for s in seeds]
-    jobs += [
-        (name, *spec_a3, s, AUTHORS_MODE, args.trace, args.steps)
-        for name in ("ql-pds", "ql-pds-plus")
-        for s in seeds
-    ]
-    cells = [(k_max, n_res, infra) for k_max in (10, 20) for n_res in (3, 6, 10) for infra in ("A", "B")]
-    if not args.no_tables:
-        jobs += [
-            (name, infra, n_res, k_max, s, {}, args.trace, args.steps)
-            for k_max, n_res, infra in cells
-            if (infra, n_res, k_max) != spec_a3
-            for name in POLICY_CLASSES
-            for s in seeds
-        ]
-    t0 = time.perf_counter()
-    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        results = list(pool.map(_full_run, jobs))
-    wall = time.perf_counter() - t0
+    results = data["results"]
 
     def pick(name: str, infra: str, n_res: int, k_max: int, params: dict[str, Any]) -> dict[str, float]:
+        key = (name, infra, n_res, k_max)
         return _agg(
             [
                 r
                 for r in results
-                if (r["policy"], r["infra"], r["n_res"], r["k_max"]) == (name, infra, n_res, k_max)
-                and r["params"] == params
+                if (r["policy"], r["infra"], r["n_res"], r["k_max"]) == key and r["params"] == params
             ]
         )
 
-    published = _published(args.published)
+    published = _published(published_path)
     lines += [
         "",
-        f"### Fidelity: Taxi trace ({n_steps} steps), infrastructure A, 3 node types, K_max 10, {args.seeds} seeds",
+        f"### Fidelity: Taxi trace ({n_steps} steps), infrastructure A, 3 node types, K_max 10, {data['seeds']} seeds",
         "",
         "Target: within 10 % of the authors' simulator. Defaults follow the paper's equations (epsilon-greedy, "
         "V~ update at the post-decision state); `authors' mode` = `explore=false, v_index=pre-decision`.",
         "",
-        "| policy | avg cost (min-max) | viol. % | rcf. % | res. ($/h) | authors' simulator | diff | published (Table 2) |",
+        "| policy | avg cost (min-max) | viol. % | rcf. % | res. ($/h) | authors' simulator | diff | published (Table 2): cost (viol. / rcf.) |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for name in POLICY_CLASSES:
         for params, label in (({}, name), (AUTHORS_MODE, f"{name}, authors' mode")):
             if params and name == "ql":
                 continue
-            a = pick(name, *spec_a3, params)
+            a = pick(name, "A", 3, 10, params)
             ref = REFERENCE_COST[name]
             pub = published.get((10, 3, PUBLISHED_NAMES[name], "A"), {})
             lines.append(
@@ -922,17 +944,18 @@ def bench(argv: list[str] | None = None) -> str:
                 f"{a['res']:.2f} | {ref} | {100 * (a['cost'] / ref - 1):+.1f} % | {pub.get('avg_cost', '-')} "
                 f"({pub.get('violations_pct', '-')} / {pub.get('reconfigurations_pct', '-')}) |"
             )
-    if not args.no_tables:
+    if data["tables"]:
         lines += [
             "",
-            f"### Tables 2-3 (Taxi, K_max 10 and 20): ours (mean of {args.seeds} seeds) beside the published run",
+            "### Tables 2-3 (Taxi, K_max 10 and 20): ours beside the published run",
             "",
+            f"Ours: mean of {data['grid_seeds']} seeds ({data['seeds']} in the A / 3 / 10 cell), default parameters. "
             "`*` = average cost differs from the published one by more than 10 %.",
             "",
             "| K_max | N_res | infra | policy | ours: cost (min-max) | viol. % | rcf. % | res. | published: cost | viol. % | rcf. % | res. | ours / published |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
-        for k_max, n_res, infra in cells:
+        for k_max, n_res, infra in GRID_CELLS:
             for name in POLICY_CLASSES:
                 a = pick(name, infra, n_res, k_max, {})
                 pub = published.get((k_max, n_res, PUBLISHED_NAMES[name], infra), {})
@@ -949,11 +972,59 @@ def bench(argv: list[str] | None = None) -> str:
                     f"{pub.get('resource_cost', '-')} | {ratio} |"
                 )
         lines += ["", TABLE_NOTES]
-    lines += ["", f"{len(jobs)} quality runs in {wall:.0f} s wall with {args.jobs} worker processes."]
-    body = "\n".join(lines)
-    command = "python -m policies.om.qlearning " + " ".join(
-        shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])
-    )
+    lines += [
+        "",
+        f"{len(results)} quality runs in {data['quality_wall']:.0f} s wall with {data['jobs']} worker processes.",
+    ]
+    return "\n".join(lines)
+
+
+def bench(argv: list[str] | None = None) -> str:
+    """Fidelity (vs the authors' simulator and Tables 2-3), speed (vs 12.3 s and the do-nothing loop) and memory
+    (``ru_maxrss`` of a subprocess) of ql, ql-pds and ql-pds-plus; writes section ``ql-family`` of
+    docs/benchmarks.md. ``--save`` keeps the raw measurements; ``--render`` re-renders saved ones."""
+    import argparse
+    import json
+    import shlex
+    import sys
+
+    from policies.benchdoc import write_section
+
+    ap = argparse.ArgumentParser(prog="python -m policies.om.qlearning", description=bench.__doc__)
+    ap.add_argument("--bench", action="store_true", help="run the benchmark")
+    ap.add_argument("--trace", default=DEFAULT_TRACE, help="rate trace, one tuples/s value per line")
+    ap.add_argument("--published", default=DEFAULT_PUBLISHED, help="CSV of the published Tables 2-5")
+    ap.add_argument("--steps", type=int, default=None, help="trace steps per run (default: the whole trace)")
+    ap.add_argument("--seeds", type=int, default=3, help="seeds of the fidelity cell (A, 3 types, K_max 10)")
+    ap.add_argument("--grid-seeds", type=int, default=None, help="seeds per other cell (default: --seeds)")
+    ap.add_argument("--jobs", type=int, default=2, help="worker processes for the quality runs")
+    ap.add_argument("--calls", type=int, default=10_000, help="step() calls per latency measurement")
+    ap.add_argument("--no-tables", action="store_true", help="skip the Tables 2-3 grid (fidelity cell only)")
+    ap.add_argument("--no-write", action="store_true", help="print only, do not write docs/benchmarks.md")
+    ap.add_argument("--save", default=None, help="write the raw measurements to this JSON file")
+    ap.add_argument("--render", default=None, help="no runs: render the measurements saved in this JSON file")
+    args = ap.parse_args(argv)
+    if not args.bench:
+        ap.error("nothing to do: pass --bench")
+    if args.grid_seeds is None:
+        args.grid_seeds = args.seeds
+    if min(args.seeds, args.grid_seeds, args.jobs, args.calls) < 1 or (
+        args.steps is not None and args.steps < 1
+    ):
+        ap.error("--seeds, --grid-seeds, --jobs, --calls and --steps must be >= 1")
+    if args.render:
+        with open(args.render) as fh:
+            saved = json.load(fh)
+        data, command = saved["data"], saved["command"]
+    else:
+        data = _measure(args)
+        command = "python -m policies.om.qlearning " + " ".join(
+            shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]) if a != "--no-write"
+        )
+        if args.save:
+            with open(args.save, "w") as fh:
+                json.dump({"command": command.strip(), "data": data}, fh, default=str)
+    body = _render(data, args.published)
     if not args.no_write:
         write_section("ql-family", body, command.strip())
     return body
