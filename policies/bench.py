@@ -7,6 +7,7 @@
     python -m policies.bench am ...          (policies.bench_hierarchy.main_am)
     python -m policies.bench multilevel ...  (policies.bench_hierarchy.main_multilevel)
 
+Policy names may carry a node-type choice for the DS2 and HPA baselines (``hpa:fastest``, ``ds2:price-performance``).
 ``paper-tables`` regenerates the layout of Tables 2-5 of paper 001 (rows: policies; columns: infrastructures;
 blocks: N_res; one table per K_max) with our values beside the published ones
 (``shared/reference/paper_om_tables.csv``), plus a fidelity block against the authors' simulator on infrastructure
@@ -29,6 +30,7 @@ from typing import Any, ClassVar, NoReturn
 import numpy as np
 
 from policies.benchdoc import DEFAULT_PATH, write_section
+from policies.om.rules import NODE_CHOICES
 from policies.registry import OM_POLICIES, load
 
 SHARED = Path(os.environ.get("STREAMSCALER_SHARED", Path(__file__).resolve().parents[2] / "shared"))
@@ -72,6 +74,9 @@ REFERENCE_FIDELITY = {
     "model-based": (0.0344, 62.0),
 }
 DETERMINISTIC_NAMES = {"dp"}
+#: rule-based baselines that take a node-type choice: "ds2:fastest" is DS2 adding the fastest type
+VARIANT_POLICIES = ("ds2", "hpa")
+DEFAULT_VARIANTS = ("ds2:fastest", "hpa:fastest")
 METRICS = ("avg_cost", "violations_pct", "reconfigurations_pct", "avg_resource_cost")
 
 
@@ -98,14 +103,32 @@ def _int_list(text: str, option: str, lo: int, hi: int | None = None) -> list[in
     return values
 
 
+def split_variant(name: str) -> tuple[str, dict[str, Any]]:
+    """``"hpa:fastest"`` -> ``("hpa", {"node_type": "fastest"})``: a rule-based baseline with another node-type
+    choice (a table row of its own); a plain name has no parameters."""
+    base, _, choice = name.partition(":")
+    return base, ({"node_type": choice} if choice else {})
+
+
 def _policy_list(text: str | None) -> list[str]:
+    """Policy names (``name`` or ``name:node-type-choice``), validated; default: every registered policy plus
+    the DS2 and HPA baselines with the fastest node type."""
     if not text:
-        return [p for p in TABLE_ORDER if p in OM_POLICIES] + [p for p in OM_POLICIES if p not in TABLE_ORDER]
+        names = [p for p in TABLE_ORDER if p in OM_POLICIES] + [
+            p for p in OM_POLICIES if p not in TABLE_ORDER
+        ]
+        return names + [v for v in DEFAULT_VARIANTS if split_variant(v)[0] in OM_POLICIES]
     names = [x.strip() for x in text.split(",") if x.strip()]
     for n in names:
-        if n not in OM_POLICIES:
+        base, params = split_variant(n)
+        if base not in OM_POLICIES:
             raise UsageError(
-                f"--policies: unknown policy {n!r}: choose from {', '.join(sorted(OM_POLICIES))}"
+                f"--policies: unknown policy {base!r}: choose from {', '.join(sorted(OM_POLICIES))}"
+            )
+        if params and (base not in VARIANT_POLICIES or params["node_type"] not in NODE_CHOICES):
+            raise UsageError(
+                f"--policies: {n!r}: only {', '.join(VARIANT_POLICIES)} take a node-type choice "
+                f"({', '.join(NODE_CHOICES)})"
             )
     return names
 
@@ -114,7 +137,7 @@ def availability(name: str) -> tuple[type | None, str]:
     """(class, "") when policy ``name`` can be imported, else (None, reason). Any import-time error counts
     (a module being written by someone else may not even compile yet)."""
     try:
-        return load("om", name), ""
+        return load("om", split_variant(name)[0]), ""
     except Exception as exc:  # noqa: BLE001 - reported as "not available"
         return None, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
 
@@ -164,7 +187,10 @@ def _run_job(job: Job) -> tuple[Job, dict[str, Any]]:
     try:
         assert _TRACE is not None
         cpu0 = time.process_time()
-        summary = run_paper(_TRACE, name, infra, n_res, k_max, seed=seed, start=start).summary()
+        base, params = split_variant(name)
+        summary = run_paper(
+            _TRACE, base, infra, n_res, k_max, seed=seed, params=params, start=start
+        ).summary()
         summary["cpu_seconds"] = time.process_time() - cpu0  # policy construction included (dp solves here)
         return job, summary
     except Exception as exc:  # noqa: BLE001 - reported in the table
@@ -507,7 +533,8 @@ def decision_latency(argv: list[str]) -> int:
             rows.append(f"| {name} | not available | | | | |")
             continue
         try:
-            policy = build_policy(name, spec, {}, 0)
+            base, params = split_variant(name)
+            policy = build_policy(base, spec, params, 0)
             set_trace = getattr(policy, "set_trace", None)
             if callable(set_trace):
                 set_trace(rates)

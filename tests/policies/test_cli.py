@@ -144,7 +144,7 @@ def test_bench_paper_tables_smoke(python, taxi_head, tmp_path):
         "--jobs",
         "2",
         "--policies",
-        "threshold,threshold-speedup,ds2,hpa",
+        "threshold,threshold-speedup,ds2,hpa,hpa:fastest",
         "--node-types",
         "3",
         "--k-max",
@@ -158,7 +158,10 @@ def test_bench_paper_tables_smoke(python, taxi_head, tmp_path):
     assert "Command: `python -m policies.bench paper-tables --trace" in text
     main, type0 = text.split("#### Type-0 start.")
     rows = [line for line in main.splitlines() if line.startswith("| 3 | ")]
-    assert [r.split("|")[2].strip() for r in rows] == ["threshold", "threshold-speedup", "ds2", "hpa"]
+    names = [r.split("|")[2].strip() for r in rows]
+    assert names == ["threshold", "threshold-speedup", "ds2", "hpa", "hpa:fastest"]
+    # HPA adding the fastest type (B: speedup 30) keeps one replica: 0.2 * 30 / 300, no violation
+    assert "| 0.0200 | 0.0 | 0.0 | 30.00 |" in rows[4]
     rows0 = [line for line in type0.splitlines() if line.startswith("| 3 | ")]
     assert [r.split("|")[2].strip() for r in rows0] == ["threshold", "threshold-speedup"]
     assert rows0[0] != rows[0]  # a type-0 start changes the cheapest-type threshold's deployment
