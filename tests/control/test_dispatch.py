@@ -1,0 +1,57 @@
+"""The dispatcher (run eagerly in this process): due ticks, periods changed without restart, AM and region steps."""
+
+from __future__ import annotations
+
+import pytest
+
+from autoscaler.celery import app as celery_app
+from autoscaler.control.builders import simulated_pipeline
+from autoscaler.control.models import ApplicationControl, RegionTick, SimulatedEngine, Tick
+from autoscaler.control.tasks import dispatch
+from autoscaler.control.tick import forget_definitions
+from autoscaler.models import Application
+from connectors.factory import build_connector
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def eager():
+    celery_app.conf.task_always_eager = True
+    forget_definitions()
+    yield
+    celery_app.conf.task_always_eager = False
+
+
+def test_dispatch_enqueues_each_due_slot_once_and_follows_period_changes(eager):
+    app = simulated_pipeline("disp", n_operators=1, period_s=60.0)
+    paused = simulated_pipeline("paused", n_operators=1, state="paused")
+    t = 1_800_000_000.0  # a slot boundary for 60 s periods
+    assert dispatch(now=t)["ticks"] == 1
+    assert dispatch(now=t + 10)["ticks"] == 0  # same slot: already claimed
+    assert list(Tick.objects.filter(application=app).values_list("slot", flat=True)) == [t // 60]
+    assert not Tick.objects.filter(application=paused).exists()
+    Application.objects.filter(pk=app.pk).update(om_period_s=30.0)  # no restart of anything
+    dispatch(now=t + 31)
+    assert set(Tick.objects.filter(application=app).values_list("slot", flat=True)) == {
+        t // 60,
+        (t + 31) // 30,
+    }
+    assert RegionTick.objects.filter(policy="simple").exists()
+    control = ApplicationControl.objects.get(application=app)
+    assert control.am_tuned_slot >= 0 and control.am_config["history"][-1]["policy"] == "naive"
+
+
+def test_connector_failures_are_retried_then_recorded_as_no_data(eager):
+    app = simulated_pipeline("flaky", n_operators=1)
+    build_connector(app)
+    SimulatedEngine.objects.filter(application=app).update(faults={"failCollect": 100})
+    celery_app.conf.task_eager_propagates = False
+    from autoscaler.control.tasks import tick
+
+    tick.apply(args=(app.pk, 50)).get(disable_sync_subtasks=False, propagate=False)
+    row = Tick.objects.get(application=app, slot=50)
+    assert row.status == "no_data" and "unreachable" in row.error
+    control = ApplicationControl.objects.get(application=app)
+    assert control.tick_errors_total == tick.max_retries + 1
+    assert row.decisions.get().reason.startswith("no data: connector failed")
