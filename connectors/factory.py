@@ -21,6 +21,7 @@ from connectors.base import (
     Connector,
     ConnectorError,
     Deployment,
+    OperatorMetrics,
     Period,
     PeriodMetrics,
     ScalingPlan,
@@ -123,7 +124,19 @@ class FaultInjectingMonitor(SimulatedMonitor):
             raise ConnectorError("simulated engine unreachable (fault injection)")
         if period.slot in set(faults.get("missingSlots", [])):
             return PeriodMetrics(period, {}, complete=False, reason="simulated metrics outage")
-        return super().collect(period)
+        base = self.__dict__.setdefault("_base_speedups", dict(self.app.speedups))
+        self.app.speedups = {
+            **base,
+            **{t: float(v) for t, v in (faults.get("speedupOverride") or {}).items()},
+        }
+        metrics = super().collect(period)
+        for name in faults.get("failingOperators") or []:
+            if name in metrics.operators:
+                m = metrics.operators[name]
+                metrics.operators[name] = OperatorMetrics(
+                    name, m.deployment, complete=False, reason="operator has no running replica (job failing)"
+                )
+        return metrics
 
 
 class CountingRealizer(SimulatedRealizer):

@@ -183,7 +183,8 @@ class SimulatedEngine(models.Model):
     This is the engine's storage, not the control plane's: it is written by the simulated realizer immediately
     (outside the control loop's transactions), as a real engine would be. ``applies`` counts reconfigurations
     the engine received. ``faults``: ``missingSlots`` (list), ``refuseApply`` (bool), ``applyDelayS``,
-    ``collectDelayS`` (s), ``failCollect`` (count of collects that raise ConnectorError)."""
+    ``collectDelayS`` (s), ``failCollect`` (count of collects that raise ConnectorError), ``speedupOverride``
+    (node type -> speedup the engine really delivers), ``failingOperators`` (operators reported as down)."""
 
     application = models.OneToOneField(Application, on_delete=models.CASCADE, related_name="simulated_engine")
     deployments = models.JSONField(null=True, blank=True)

@@ -132,8 +132,9 @@ def run_tick(
         outcome = _decide(app, topo, slot, connector, started)
         outcome.reconciled = reconciled
         if outcome.status == Tick.Status.APPLYING:
-            outcome.applied = _finish_apply(app, outcome_tick_id(app, slot), connector, started)
-            outcome.status = Tick.Status.DONE
+            tick_id = outcome_tick_id(app, slot)
+            outcome.applied = _finish_apply(app, tick_id, connector, started)
+            outcome.status = Tick.objects.only("status").get(pk=tick_id).status
         return outcome
 
 
@@ -296,6 +297,7 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
         proposals.append(proposal)
         lo, hi = rails.bounds(op.name, op.max_parallelism)
         bounds.append((lo, hi))
+        _check_ineffective(rails, memory, op.name, m, now_s)
         reason = _rail_reason(rails, when, now_s, memory.get(op.name, {}), proposal.action, len(k), m)
         if reason:
             rail_reasons[i] = reason
@@ -317,7 +319,6 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
                 reconfigured=reconfigured,
             )
         )
-        _check_ineffective(rails, memory, op.name, m, now_s)
     # the application-level violation: any path above its bound (R_max or its override), else any operator
     if metrics.path_response_time_s:
         violated_app = any(
@@ -334,7 +335,10 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
         node_type_names=topo.type_names,
     )
     if control.bucket_tokens is not None:
-        arbiter.bucket.tokens = min(max(control.bucket_tokens, 0.0), arbiter.bucket.capacity)
+        # refill for the periods without a tick since the last one (arbitrate() adds this period's share)
+        skipped = max(tick.slot - control.last_tick_slot - 1, 0) if control.last_tick_slot >= 0 else 0
+        tokens = control.bucket_tokens + min(skipped, 10**6) * arbiter.bucket.rate
+        arbiter.bucket.tokens = min(max(tokens, 0.0), arbiter.bucket.capacity)
     granted = arbiter.arbitrate(requests) if requests else []
     control.bucket_tokens = arbiter.bucket.tokens
     plan: dict[str, dict[str, int]] = {}

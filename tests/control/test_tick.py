@@ -149,3 +149,45 @@ def test_spark_connector_is_not_available_yet():
     app.engine = "spark"
     with pytest.raises(ConnectorUnavailable, match="spark connector is not available yet"):
         build_connector(app)
+
+
+def test_scale_down_delay_blocks_removals_after_a_scale_up():
+    app = simulated_pipeline("delay", n_operators=1, rate_scale=BUSY)
+    ApplicationControl.objects.create(application=app, rails={"scaleDownDelayS": 1e9})
+    run_tick(app.pk, 10)  # overloaded: scale up
+    assert Decision.objects.get(slot=10).outcome == "applied"
+    app.connector = {**app.connector, "rateScale": 0.05}  # the load drops: the policy wants to remove one
+    app.save()
+    quiet = 11
+    run_tick(app.pk, quiet)
+    d = Decision.objects.get(slot=quiet)
+    assert d.proposal["action"] != 0 and d.outcome == "denied"
+    assert "scale-down delay" in d.reason
+
+
+def test_ineffective_scale_up_blocks_further_scale_ups():
+    app = simulated_pipeline("ineffective", n_operators=1, rate_scale=BUSY, om_policy="threshold-speedup")
+    ApplicationControl.objects.create(
+        application=app, rails={"ineffectiveScaleUpRatio": 0.5, "ineffectiveBlockS": 600}
+    )
+    build_connector(app)
+    # the engine's nodes deliver a fraction of their nominal speed: added replicas barely add capacity
+    SimulatedEngine.objects.filter(application=app).update(faults={"speedupOverride": {"A3": 0.05}})
+    run_tick(app.pk, 10)
+    first = Decision.objects.get(slot=10)
+    assert first.outcome == "applied" and "A3" in first.proposal["target"]
+    run_tick(app.pk, 11)
+    d = Decision.objects.get(slot=11)
+    assert d.outcome == "denied" and "ineffective scale-up" in d.reason
+
+
+def test_rollback_when_the_job_fails_after_a_reconfiguration():
+    app = simulated_pipeline("rollback", n_operators=1, rate_scale=BUSY)
+    run_tick(app.pk, 10)
+    assert sum(engine(app).deployments["op0"].values()) == 2
+    SimulatedEngine.objects.filter(application=app).update(faults={"failingOperators": ["op0"]})
+    out = run_tick(app.pk, 11)
+    tick = Tick.objects.get(application=app, slot=11)
+    assert out.status == "no_data" and "rolling back" in tick.error
+    assert engine(app).deployments["op0"] == {"A1": 1}
+    assert tick.result["ok"] is True
