@@ -361,6 +361,8 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
         if proposal.action != 0 and not decision.granted:
             policy.override_last_action(0)
             control.denied_total += 1
+        elif decision.granted and app.dry_run:
+            policy.override_last_action(0)  # nothing changes on the engine: learn what really happens
         if decision.granted:
             target = topo.as_dict(proposal.deployment)
             plan[op.name] = target

@@ -37,6 +37,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def queue_name() -> str:
+    """A broker queue of this test database only (parallel test runs use other databases and other queues)."""
+    return f"control-tests-{connection.settings_dict['NAME']}"
+
+
 def database_url() -> str:
     s = connection.settings_dict
     auth = s["USER"] + (f":{s['PASSWORD']}" if s.get("PASSWORD") else "")
@@ -69,6 +74,8 @@ class Worker:
                 "info",
                 "-n",
                 f"{name}@%h",
+                "-Q",
+                queue_name(),
                 "--without-gossip",
                 "--without-mingle",
                 "--without-heartbeat",
@@ -109,7 +116,7 @@ def broker() -> str:
         pytest.skip(f"worker tests need Redis at {REDIS_URL}")
     import redis
 
-    redis.Redis.from_url(REDIS_URL).flushdb()
+    redis.Redis.from_url(REDIS_URL).delete(queue_name())  # leftovers of an interrupted earlier run
     return REDIS_URL
 
 
@@ -131,7 +138,9 @@ def sender(broker_url: str):
     """A producer-only Celery app on ``broker_url`` (tasks are sent by name, as beat would)."""
     from celery import Celery
 
-    return Celery("control-tests", broker=broker_url)
+    app = Celery("control-tests", broker=broker_url)
+    app.conf.task_default_queue = queue_name()
+    return app
 
 
 @pytest.fixture
