@@ -55,3 +55,25 @@ def test_connector_failures_are_retried_then_recorded_as_no_data(eager):
     control = ApplicationControl.objects.get(application=app)
     assert control.tick_errors_total == tick.max_retries + 1
     assert row.decisions.get().reason.startswith("no data: connector failed")
+
+
+def test_bo_am_tuning_uses_the_observed_periods_and_bumps_the_configuration_version():
+    from autoscaler.control.am import tune
+    from autoscaler.control.tick import run_tick
+
+    app = simulated_pipeline("bo-app", n_operators=2, rate_scale=2.0)
+    app.policies = {
+        **app.policies,
+        "am": {"name": "bo", "params": {"n_bo": 2, "max_rounds": 1, "timeout_s": 30.0}},
+    }
+    app.save()
+    assert "kept the current configuration" in tune(app.pk, 0)["outcome"]  # nothing observed yet
+    for slot in range(10, 17):
+        run_tick(app.pk, slot)
+    before = ApplicationControl.objects.get(application=app).am_config_version
+    event = tune(app.pk, 1)
+    assert event["policy"] == "bo" and event["outcome"] in ("changed", "unchanged"), event
+    control = ApplicationControl.objects.get(application=app)
+    assert control.am_config["policy"] == "bo" and set(control.am_config["bounds_ms"]) == {"op0", "op1"}
+    assert control.am_config_version == before + (event["outcome"] == "changed")
+    assert tune(app.pk, 1) == {"duplicate": True}
