@@ -77,7 +77,8 @@ class BayesianAM:
     """BO-tuned AM (see module doc). ``n_bo``: evaluations per BO phase (>= 1); ``epsilon``: path-sum margin;
     ``timeout_s``: wall-clock budget of one optimisation run; ``sim_steps``: periods of the observed trace used
     per evaluation (None = all); ``margin``: the constraints used in the simulation are ``margin * eta`` (the
-    simulated trace is a sample and the models are fitted, so the AM aims inside the budgets)."""
+    simulated trace is a sample and the models are fitted, so the AM aims inside the budgets); ``replications``:
+    simulations per candidate, with different OM seeds, averaged."""
 
     name = "bo"
 
@@ -99,6 +100,7 @@ class BayesianAM:
         margin: float = 0.5,
         scale_in_reserve: float = 0.0,
         node_capacity: list[int] | None = None,
+        replications: int = 1,
     ) -> None:
         self.app = app
         self.node_types = tuple(node_types)
@@ -122,6 +124,9 @@ class BayesianAM:
         self.margin = margin
         self.scale_in_reserve = scale_in_reserve
         self.node_capacity = node_capacity  # nodes per type the application may use (e.g. from the IM)
+        if isinstance(replications, bool) or not isinstance(replications, int) or replications < 1:
+            raise ValueError(f"replications: must be an integer >= 1, got {replications!r}")
+        self.replications = replications
         self.new_arbiter()  # validates the arbitration parameters
         self.configuration = AMConfiguration(naive_bounds(app), EQUAL_WEIGHTS)
         self.history: list[dict[str, Any]] = [{"event": "initial", "how": "naive Alg. 5, equal weights"}]
@@ -140,23 +145,38 @@ class BayesianAM:
 
     # ---- one candidate ------------------------------------------------------------------------------------
     def evaluate(self, config: AMConfiguration, obs: Observations) -> dict[str, Any]:
-        """Simulate ``config`` on the observed trace with the fitted models; the run's summary."""
-        oms = []
-        for u in range(self.app.n):
-            spec = self.app.operator_spec(u, self.node_types, float(config.bounds_s[u]), config.weights)
-            spec.model = obs.models[u]
-            oms.append(self.om_factory(spec, self.seed + u))
-        res = simulate_application(
-            self.app,
-            obs.rates,
-            self.node_types,
-            oms=oms,
-            arbiter=self.new_arbiter(),
-            models=obs.models,
-            steps=self.sim_steps,
-        )
+        """Simulate ``config`` on the observed trace with the fitted models; the run's summary, averaged over
+        ``replications`` runs with different OM seeds (a learning OM's outcome varies a lot from seed to seed)."""
+        runs = []
+        for rep in range(self.replications):
+            oms = []
+            for u in range(self.app.n):
+                spec = self.app.operator_spec(u, self.node_types, float(config.bounds_s[u]), config.weights)
+                spec.model = obs.models[u]
+                oms.append(self.om_factory(spec, self.seed + 1000 * rep + u))
+            res = simulate_application(
+                self.app,
+                obs.rates,
+                self.node_types,
+                oms=oms,
+                arbiter=self.new_arbiter(),
+                models=obs.models,
+                steps=self.sim_steps,
+            )
+            runs.append(res.summary(self.eta_v, self.eta_r))
         self.evaluations += 1
-        return res.summary(self.eta_v, self.eta_r)
+        if len(runs) == 1:
+            return runs[0]
+        out = dict(runs[0])
+        for key in (
+            "avg_resource_cost",
+            "violations_pct",
+            "reconfigurations_pct",
+            "avg_replicas",
+            "wall_seconds",
+        ):
+            out[key] = float(np.mean([r[key] for r in runs]))
+        return out
 
     def _objective(self, summary: dict[str, Any]) -> tuple[float, list[float], dict[str, Any]]:
         cons = [

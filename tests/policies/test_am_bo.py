@@ -116,6 +116,7 @@ def test_bo_timeout_keeps_a_configuration_and_records_the_timeout() -> None:
         ({"eta_r": -0.5}, "eta_r"),
         ({"max_rounds": 0}, "max_rounds"),
         ({"epsilon": 1.2}, "epsilon"),
+        ({"replications": 0}, "replications"),
     ],
 )
 def test_bad_am_parameters_are_rejected_naming_the_field(kwargs: dict, field: str) -> None:
@@ -157,3 +158,15 @@ def test_centralized_agent_refuses_large_joint_states() -> None:
         CentralizedAM(application("B", k_max=20), NT)
     with pytest.raises(ValueError, match="one node type"):
         CentralizedAM(application("A"), infrastructure("A", 3))
+
+
+def test_replications_average_runs_with_different_om_seeds() -> None:
+    app = application("A")
+    obs = observations(app, 60)
+    single = BayesianAM(app, NT, factory, replications=1)
+    triple = BayesianAM(app, NT, factory, replications=3)
+    a = single.evaluate(single.configuration, obs)
+    b = triple.evaluate(triple.configuration, obs)
+    # the lookahead OM is deterministic: the average of identical runs equals one run
+    assert b["avg_resource_cost"] == pytest.approx(a["avg_resource_cost"])
+    assert triple.evaluations == 1
