@@ -119,6 +119,7 @@ def main_am(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--reopt-every", type=int, default=5000, help="BO AM re-optimises every N periods (0: never)"
     )
+    ap.add_argument("--replications", type=int, default=1, help="BO simulations per candidate (OM seeds)")
     ap.add_argument("--margin", type=float, default=0.5, help="BO aims at margin * budgets in simulation")
     ap.add_argument("--quick", action="store_true", help="smoke run: A only, short traces, N_BO = 4")
     ap.add_argument("--no-write", action="store_true", help="do not write docs/benchmarks.md")
@@ -160,6 +161,7 @@ def main_am(argv: list[str] | None = None) -> int:
                     bucket_capacity=BUCKET,
                     scale_in_reserve=RESERVE,
                     margin=args.margin,
+                    replications=args.replications,
                 )
                 t0 = time.perf_counter()
                 cfg = bo.optimise(obs)
@@ -259,7 +261,8 @@ def render(
         f"periods and applies the result to the running OMs (`Policy.reconfigure`). "
         f"N_BO = {args.n_bo} per phase, up to {args.rounds} rounds (later rounds N_BO/2), token bucket of "
         f"capacity {BUCKET:g} refilled at eta_R per period with {RESERVE:g} token kept for scale-outs, changes of "
-        f"one period batched; BO aims at {args.margin:g} x the budgets in simulation.",
+        f"one period batched; BO aims at {args.margin:g} x the budgets in simulation, "
+        f"{args.replications} simulation(s) per candidate.",
         "",
         "| app | N_res | eta_V | eta_R | AM | resource cost ($/h) | violations % | reconfigurations % | "
         "both met | BO time (s) |",
