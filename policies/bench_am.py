@@ -252,13 +252,18 @@ def render(
     def met(r: dict[str, Any]) -> bool:
         return bool(r["violations_met"] and r["reconfigurations_met"])
 
+    reopt = (
+        f"The BO AM re-optimises every {args.reopt_every} periods from the last {args.obs_steps} observed "
+        "periods and applies the result to the running OMs (`Policy.reconfigure`). "
+        if args.reopt_every > 0
+        else "The BO AM optimises once, before the run. "
+    )
     lines = [
         f"Application Manager on paper 001's applications A, B, C (our reading of Fig. 19, see `policies/apps.py`), "
         f"OMs `{om}`, infrastructure A, R_max = 40 ms, Taxi trace: the AM observes periods "
         f"{args.offset}..{args.offset + args.obs_steps} (BO evaluations simulate this shortened trace with fitted "
         f"M/G/1 models), then naive and BO configurations run on the next {args.steps} periods with fresh OMs. "
-        f"The BO AM re-optimises every {args.reopt_every} periods from the last {args.obs_steps} observed "
-        f"periods and applies the result to the running OMs (`Policy.reconfigure`). "
+        f"{reopt}"
         f"N_BO = {args.n_bo} per phase, up to {args.rounds} rounds (later rounds N_BO/2), token bucket of "
         f"capacity {BUCKET:g} refilled at eta_R per period with {RESERVE:g} token kept for scale-outs, changes of "
         f"one period batched; BO aims at {args.margin:g} x the budgets in simulation, "
