@@ -30,6 +30,7 @@ from autoscaler.control.models import ApplicationControl, RegionTick, Tick
 from autoscaler.control.tick import record_failure, run_tick, slot_of
 from autoscaler.models import Application, Region
 from connectors.base import ConnectorError
+from connectors.factory import ConnectorUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +101,11 @@ def tick(self, application_id: int, slot: int, enqueued_at: float | None = None)
         return {"skipped": "application not running"}
     try:
         out = run_tick(application_id, slot, enqueued_at=enqueued_at)
+    except (
+        ConnectorUnavailable
+    ) as exc:  # no connector for this engine: retrying cannot help, say so in the log
+        record_failure(application_id, slot, str(exc), final=True)
+        return {"status": "no_data", "error": str(exc)}
     except (ConnectorError, OperationalError) as exc:
         if isinstance(exc, OperationalError):
             db_connection.close()  # a reused connection may be broken (database restart): reconnect on retry

@@ -77,3 +77,13 @@ def test_bo_am_tuning_uses_the_observed_periods_and_bumps_the_configuration_vers
     assert control.am_config["policy"] == "bo" and set(control.am_config["bounds_ms"]) == {"op0", "op1"}
     assert control.am_config_version == before + (event["outcome"] == "changed")
     assert tune(app.pk, 1) == {"duplicate": True}
+
+
+def test_an_engine_without_connector_is_reported_in_the_decision_log(eager):
+    from autoscaler.control.tasks import tick
+
+    app = simulated_pipeline("spark-app", n_operators=1)
+    Application.objects.filter(pk=app.pk).update(engine="spark")
+    tick.apply(args=(app.pk, 7))
+    row = Tick.objects.get(application=app, slot=7)
+    assert row.status == "no_data" and "spark connector is not available yet" in row.error
