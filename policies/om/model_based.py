@@ -597,7 +597,16 @@ def bench(argv: list[str]) -> int:  # pragma: no cover - a benchmark, run by han
                 f"{'met' if ok else 'MISSED'} |"
             )
     steps_note = "whole trace" if not args.steps else f"first {args.steps} steps"
-    lines += ["", f"Trace: `{Path(args.trace).name}` ({steps_note})."]
+    lines += [
+        "",
+        f"Trace: `{Path(args.trace).name}` ({steps_note}). model-based: learned rate-level transitions, per-speed "
+        "per-replica rate bounds (violation model), value iteration over the deployments mixing at most two node "
+        "types (full space when <= 5,000 deployments), full sweeps every `sweep_every` steps plus local backups "
+        "around the current deployment (see `policies/om/model_based.py`). dp: the same MDP with the true "
+        "queueing model and the transition matrix of the whole trace (`policies/om/offline.py`). Both are "
+        "deterministic (one run per cell). The runs can be split over several invocations (`--resume`, "
+        "`--render-only` merge them from `--results`).",
+    ]
     markdown = "\n".join(lines)
     print(markdown)
     command = "nice python -m policies.om.model_based --bench " + " ".join(argv)
