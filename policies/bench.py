@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import csv
 import multiprocessing as mp
-import os
 import sys
 import time
 from pathlib import Path
@@ -31,11 +30,11 @@ import numpy as np
 
 from policies.benchdoc import DEFAULT_PATH, write_section
 from policies.om.rules import NODE_CHOICES
+from policies.paths import reference_csv, taxi_trace
 from policies.registry import OM_POLICIES, load
 
-SHARED = Path(os.environ.get("STREAMSCALER_SHARED", Path(__file__).resolve().parents[2] / "shared"))
-DEFAULT_TRACE = SHARED / "traces" / "taxi.txt"
-REFERENCE_CSV = SHARED / "reference" / "paper_om_tables.csv"
+DEFAULT_TRACE = taxi_trace()
+REFERENCE_CSV = reference_csv("paper_om_tables.csv")
 
 #: published policy names of paper 001 (Tables 2-5) -> ours
 PAPER_NAMES = {

@@ -33,10 +33,11 @@ from policies.am.centralized import CentralizedAM
 from policies.am.naive import AMConfiguration, NaiveAM
 from policies.apps import Application, application
 from policies.model import NodeType, infrastructure
+from policies.paths import taxi_trace
 from policies.sim.application import simulate_application
 from policies.sim.trace import load_trace
 
-TAXI = "/work/shared/traces/taxi.txt"
+TAXI = str(taxi_trace())
 BUCKET, RESERVE = 3.0, 1.0  # token-bucket capacity and tokens kept for scale-outs, same for every AM
 PUBLISHED = "naive met both constraints in 42% of the runs, BO in 96% (paper 001 Sec. 6.3, Fig. 21)"
 

@@ -20,12 +20,12 @@ from typing import Any
 
 import numpy as np
 
+from policies.paths import reference_csv, taxi_trace
 from policies.sim.multilevel import run_multilevel
 from policies.sim.trace import load_trace
 
-SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
-TRACE = SHARED / "traces" / "taxi.txt"
-REFERENCE = SHARED / "reference" / "paper_multilevel_tables.csv"
+TRACE = taxi_trace()
+REFERENCE = reference_csv("paper_multilevel_tables.csv")
 METRICS = ("rmax_violations_pct", "reconfigurations_pct", "avg_replicas", "avg_active_nodes")
 SWEEP_W_D = (0.1, 0.3, 0.5, 0.7, 0.9)
 OM_LEVELS = 10  # input-rate levels of the RL OMs (paper 004 does not publish its discretisation; tuned)

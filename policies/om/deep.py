@@ -40,6 +40,7 @@ from policies.base import Observation, Policy
 from policies.model import OperatorSpec, QueueModel
 from policies.om.mlp import MLP, OPTIMIZERS, hidden_widths
 from policies.om.replay import ReplayBuffer
+from policies.paths import reference_csv, taxi_trace
 
 # ---- hyperparameters (paper 001, Sec. 6.2 and Appendix B; see DEFAULTS) -----------------------------------
 GAMMA = 0.99  # discount factor
@@ -617,8 +618,8 @@ def bench(argv: list[str] | None = None) -> str:
 
     ap = argparse.ArgumentParser(prog="python -m policies.om.deep", description=bench.__doc__)
     ap.add_argument("--bench", action="store_true", help="run the benchmark and write docs/benchmarks.md")
-    ap.add_argument("--trace", default="/work/shared/traces/taxi.txt")
-    ap.add_argument("--published", default="/work/shared/reference/paper_om_tables.csv")
+    ap.add_argument("--trace", default=str(taxi_trace()))
+    ap.add_argument("--published", default=str(reference_csv("paper_om_tables.csv")))
     ap.add_argument("--steps", type=int, default=None, help="trace steps for the quality runs (default: all)")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--jobs", type=int, default=2)
