@@ -38,6 +38,7 @@ import numpy as np
 
 from policies.base import Observation, Policy
 from policies.model import OperatorSpec, QueueModel
+from policies.om.approx_model import APPROX_DEFAULTS, check_approx_params, draw_model_errors
 from policies.om.mlp import MLP, OPTIMIZERS, hidden_widths
 from policies.om.replay import ReplayBuffer
 from policies.paths import reference_csv, taxi_trace
@@ -54,10 +55,6 @@ LEARNING_RATE = 0.1  # SGD step; not in the paper: the default of the authors' p
 EPSILON_DECAY = 0.95  # epsilon(t) = max(EPSILON_MIN, EPSILON_DECAY^(t-1)), as the tabular policies
 EPSILON_MIN = 0.01
 ENCODING = "reduced2"  # per-type one-hot counts + one-hot type set + one-hot rate level
-# QL+PDS+ approximate model (paper 001, Sec. 6.2): relative errors drawn once per agent
-APPROX_SERVICE_ERROR_MIN = 0.05
-APPROX_SERVICE_ERROR_MAX = 0.10
-APPROX_SPEEDUP_ERROR = 0.20
 
 ENCODINGS = ("reduced2", "reduced1", "minimal")
 
@@ -432,29 +429,18 @@ class DeepQLearningPDSPlus(DeepQLearningPDS):
     name: ClassVar[str] = "dql-pds-plus"
     DEFAULTS: ClassVar[dict[str, Any]] = {
         **_DeepQBase.DEFAULTS,
-        "approx_service_error_min": APPROX_SERVICE_ERROR_MIN,
-        "approx_service_error_max": APPROX_SERVICE_ERROR_MAX,
-        "approx_speedup_error": APPROX_SPEEDUP_ERROR,
+        **APPROX_DEFAULTS,
     }
 
     @classmethod
     def check_params(cls, params: dict[str, Any]) -> None:
         super().check_params(params)
-        lo, hi = params["approx_service_error_min"], params["approx_service_error_max"]
-        if not 0 <= lo <= hi < 1:
-            raise ValueError(f"params.approx_service_error_min/max: need 0 <= min <= max < 1, got {lo}, {hi}")
-        if not 0 <= params["approx_speedup_error"] < 1:
-            raise ValueError(
-                f"params.approx_speedup_error: must be in [0, 1), got {params['approx_speedup_error']}"
-            )
+        check_approx_params(params)
 
     def _draw_model_errors(self) -> None:
-        p = self.params
-        magnitude = self.rng.uniform(p["approx_service_error_min"], p["approx_service_error_max"])
-        sign = 1.0 if self.rng.random() < 0.5 else -1.0
-        self.service_rate_factor = 1.0 + sign * magnitude  # approximate mu = true mu * factor
-        e = p["approx_speedup_error"]
-        self.speedup_factors = 1.0 + self.rng.uniform(-e, e, size=self.spec.n_res)
+        self.service_rate_factor, self.speedup_factors = draw_model_errors(
+            self.rng, self.params, self.spec.n_res
+        )
 
     def _model_meta(self) -> dict[str, Any]:
         return {

@@ -44,6 +44,7 @@ import numpy as np
 
 from policies.base import Observation, Policy
 from policies.model import OperatorSpec, QueueModel
+from policies.om.approx_model import APPROX_DEFAULTS, check_approx_params, draw_model_errors
 from policies.om.tabular import DeploymentIndex
 
 # ---- hyperparameters (paper 001, Sec. 6.2; shared/design/paper-benchmark.md) ---------------------------------
@@ -52,10 +53,6 @@ ALPHA_DECAY_STEPS = 10
 ALPHA_MIN = 0.1
 EPSILON_DECAY = 0.95  # epsilon(t) = max(EPSILON_MIN, EPSILON_DECAY ** (t - 1))
 EPSILON_MIN = 0.01
-# QL+PDS+ approximate model: relative errors drawn once per agent
-APPROX_SERVICE_ERROR_MIN = 0.05
-APPROX_SERVICE_ERROR_MAX = 0.10
-APPROX_SPEEDUP_ERROR = 0.20
 
 V_INDEX_CHOICES = ("post-decision", "pre-decision")
 
@@ -492,31 +489,19 @@ class QLearningPDSPlus(QLearningPDS):
     name = "ql-pds-plus"
     DEFAULTS: ClassVar[dict[str, Any]] = {
         **QLearningPDS.DEFAULTS,
-        "approx_service_error_min": APPROX_SERVICE_ERROR_MIN,
-        "approx_service_error_max": APPROX_SERVICE_ERROR_MAX,
-        "approx_speedup_error": APPROX_SPEEDUP_ERROR,
+        **APPROX_DEFAULTS,
     }
     _estimates = True
 
     @classmethod
     def check_params(cls, params: dict[str, Any]) -> None:
         super().check_params(params)
-        lo, hi = params["approx_service_error_min"], params["approx_service_error_max"]
-        if not 0 <= lo <= hi < 1:
-            raise ValueError(f"params.approx_service_error_min/max: need 0 <= min <= max < 1, got {lo}, {hi}")
-        if not 0 <= params["approx_speedup_error"] < 1:
-            raise ValueError(
-                f"params.approx_speedup_error: must be in [0, 1), got {params['approx_speedup_error']}"
-            )
+        check_approx_params(params)
 
     # ---- the approximate model -----------------------------------------------------------------------------
     def _draw_model_errors(self) -> None:
-        p = self.params
-        magnitude = float(self.rng.uniform(p["approx_service_error_min"], p["approx_service_error_max"]))
-        sign = 1.0 if self.rng.random() < 0.5 else -1.0
-        self.service_rate_factor = 1.0 + sign * magnitude  # approximate mu = true mu * factor
-        e = p["approx_speedup_error"]
-        self.speedup_factors = [float(x) for x in 1.0 + self.rng.uniform(-e, e, size=self.spec.n_res)]
+        self.service_rate_factor, factors = draw_model_errors(self.rng, self.params, self.spec.n_res)
+        self.speedup_factors = [float(x) for x in factors]
 
     def _model_meta(self) -> dict[str, Any]:
         return {
