@@ -164,6 +164,8 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
 CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND") or None
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TIMEZONE = TIME_ZONE
+# fraction of each control period over which the dispatcher spreads the applications' ticks (0 = all at once)
+AUTOSCALER_DISPATCH_SPREAD = float(os.environ.get("AUTOSCALER_DISPATCH_SPREAD", "0.5"))
 
 # The owner of applications applied from the command line when no --owner is given.
 AUTOSCALER_DEFAULT_OWNER = os.environ.get("AUTOSCALER_DEFAULT_OWNER", "admin")

@@ -37,6 +37,28 @@ log = logging.getLogger(__name__)
 TICK_MAX_RETRIES = 5
 PUBLISH_RETRY = {"max_retries": 10, "interval_start": 0.2, "interval_step": 0.5, "interval_max": 2.0}
 DISPATCH_INTERVAL_S = float(getattr(settings, "AUTOSCALER_DISPATCH_INTERVAL_S", 5.0))
+#: fraction of an application's control period over which the dispatcher spreads the applications' ticks
+#: (0 = every tick at the start of its slot): an application's tick is enqueued by the first dispatch at or after
+#: its due time (slot start + phase * spread * period). Spreading keeps the broker queue short, so a tick's latency
+#: is about its own run time instead of the time to drain every application's tick of the slot.
+_GOLDEN = 0.6180339887498949
+
+
+def dispatch_phase(application_id: int) -> float:
+    """A fixed phase in [0, 1) per application, evenly spread over ids (golden-ratio sequence)."""
+    return (application_id * _GOLDEN) % 1.0
+
+
+def dispatch_spread() -> float:
+    """``settings.AUTOSCALER_DISPATCH_SPREAD`` (read at every dispatch, so it can change without a restart)."""
+    return float(getattr(settings, "AUTOSCALER_DISPATCH_SPREAD", 0.0))
+
+
+def dispatch_delay_s(application_id: int, period_s: float, spread: float) -> float:
+    """Seconds after the start of its slot at which an application's tick is due (s)."""
+    return dispatch_phase(application_id) * spread * period_s
+
+
 TICK_BACKOFF_MAX_S = 30.0
 
 
@@ -49,12 +71,14 @@ def dispatch(now: float | None = None) -> dict[str, int]:
         "pk", "om_period_s", "am_period_s"
     )
     region_periods: dict[int, float] = {}
+    spread = dispatch_spread()
     for app in running:
         control, _ = ApplicationControl.objects.get_or_create(application=app)
         slot = slot_of(now, app.om_period_s)
-        claimed = ApplicationControl.objects.filter(pk=control.pk, last_dispatched_slot__lt=slot).update(
-            last_dispatched_slot=slot
-        )
+        due = slot * app.om_period_s + dispatch_delay_s(app.pk, app.om_period_s, spread)
+        claimed = now >= due and ApplicationControl.objects.filter(
+            pk=control.pk, last_dispatched_slot__lt=slot
+        ).update(last_dispatched_slot=slot)
         if claimed:
             tick.apply_async(
                 (app.pk, slot, now), retry=True, retry_policy={"max_retries": 10, "interval_step": 0.5}

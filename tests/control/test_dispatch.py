@@ -16,7 +16,8 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def eager():
+def eager(settings):
+    settings.AUTOSCALER_DISPATCH_SPREAD = 0.0
     celery_app.conf.task_always_eager = True
     forget_definitions()
     yield
@@ -87,3 +88,34 @@ def test_an_engine_without_connector_is_reported_in_the_decision_log(eager):
     tick.apply(args=(app.pk, 7))
     row = Tick.objects.get(application=app, slot=7)
     assert row.status == "no_data" and "spark connector is not available yet" in row.error
+
+
+def test_dispatch_delays_spread_ticks_evenly_over_the_period():
+    """1,000 applications' ticks are due at distinct moments spread evenly over spread * period."""
+    from autoscaler.control.tasks import dispatch_delay_s
+
+    delays = [dispatch_delay_s(app_id, 60.0, 0.5) for app_id in range(1, 1001)]
+    assert all(0.0 <= d < 30.0 for d in delays)
+    assert len({round(d, 9) for d in delays}) == 1000
+    per_bucket = [0] * 10
+    for d in delays:
+        per_bucket[int(d // 3.0)] += 1
+    assert max(per_bucket) <= 1.2 * 100 and min(per_bucket) >= 0.8 * 100
+    assert dispatch_delay_s(7, 60.0, 0.0) == 0.0
+
+
+def test_spread_dispatch_enqueues_each_application_at_its_due_time(eager, settings):
+    settings.AUTOSCALER_DISPATCH_SPREAD = 0.5
+    from autoscaler.control.tasks import dispatch_delay_s
+
+    apps = [simulated_pipeline(f"spread{i}", n_operators=1, period_s=60.0) for i in range(4)]
+    t = 1_800_000_000.0  # a slot boundary for 60 s periods
+    due = {a.pk: dispatch_delay_s(a.pk, 60.0, 0.5) for a in apps}
+    first = min(due.values())
+    assert dispatch(now=t + first - 0.01)["ticks"] == 0  # nobody is due yet
+    ticked = 0
+    for moment in sorted(due.values()):
+        ticked += dispatch(now=t + moment)["ticks"]
+        assert Tick.objects.filter(slot=t // 60).count() == ticked
+    assert ticked == len(apps)
+    assert dispatch(now=t + 59)["ticks"] == 0  # each application once per slot

@@ -23,6 +23,7 @@ from django.db import connection
 
 from autoscaler.control.builders import simulated_pipeline
 from autoscaler.control.models import Tick
+from autoscaler.control.tasks import dispatch_delay_s
 from autoscaler.control.tick import run_tick
 from autoscaler.models import Application
 
@@ -83,6 +84,13 @@ class Command(BaseCommand):
         parser.add_argument(
             "--no-write", action="store_true", help="print only, do not write docs/benchmarks.md"
         )
+        parser.add_argument("--period-s", type=float, default=60.0, help="control period T_OM (s)")
+        parser.add_argument(
+            "--spread",
+            type=float,
+            default=0.0,
+            help="fraction of the period over which ticks are spread as the dispatcher does (0 = all at once)",
+        )
 
     def handle(self, *args, **opts) -> None:
         if connection.vendor != "postgresql":
@@ -99,6 +107,9 @@ class Command(BaseCommand):
         sizes = [int(x) for x in opts["operators"].split(",") if x]
         policies = [p for p in opts["policies"].split(",") if p]
         per_app = opts["ops_per_app"]
+        self.period_s, self.spread = opts["period_s"], opts["spread"]
+        if not 0.0 <= self.spread < 1.0:
+            raise CommandError(f"--spread: must be in [0, 1), got {self.spread}")
         self._cleanup()
         workers = self._start_workers(opts["workers"], opts["broker"])
         rows: list[dict] = []
@@ -198,8 +209,12 @@ class Command(BaseCommand):
         for k, slot in enumerate(range(100, 101 + slots)):
             cpu0 = (cpu_seconds(self.worker_pids), cpu_seconds(backend_pids()))
             t0 = time.time()
-            for app_id in ids:
-                producer.send_task("control.tick", (app_id, slot, t0))
+            # each tick is enqueued at its due time within the period, as the dispatcher does
+            for delay, app_id in sorted((dispatch_delay_s(a, self.period_s, self.spread), a) for a in ids):
+                wait = t0 + delay - time.time()
+                if wait > 0:
+                    time.sleep(wait)
+                producer.send_task("control.tick", (app_id, slot, time.time()))
             deadline = t0 + 600
             while Tick.objects.filter(
                 application_id__in=ids, slot=slot, status__in=["done", "no_data"]
@@ -254,8 +269,14 @@ class Command(BaseCommand):
     def _markdown(self, rows: list[dict], baseline: dict, opts) -> str:
         lines = [
             f"Control-plane throughput: simulated pipelines of {opts['ops_per_app']} scaled operators each, "
-            f"real PostgreSQL, real Redis broker, {opts['workers']} Celery worker processes (solo pool). Every "
-            "application's tick of a slot is enqueued at the same instant; one warm-up slot, then "
+            f"real PostgreSQL, real Redis broker, {opts['workers']} Celery worker processes (solo pool). "
+            + (
+                "Every application's tick of a slot is enqueued at the same instant"
+                if not opts["spread"]
+                else f"Ticks are due spread over the first {opts['spread']:.0%} of a {opts['period_s']:.0f} s period "
+                "(the dispatcher's AUTOSCALER_DISPATCH_SPREAD), latency counted from each tick's due time"
+            )
+            + "; one warm-up slot, then "
             f"{opts['slots']} measured slot(s). Steps/s = operator steps (metrics in, OM step, AM arbitration, "
             "apply, decision + agent state persisted) / wall time from enqueue to the last finished tick; latency "
             "= enqueue to finish of each application tick.",
