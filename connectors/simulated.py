@@ -32,6 +32,7 @@ from connectors.base import (
     Realizer,
     ScalingPlan,
 )
+from policies.graph import source_to_sink_paths, topological_order
 from policies.model import QueueModel
 
 
@@ -116,7 +117,10 @@ class SimulatedApplication:
             for end in (src, dst):
                 if end not in names:
                     raise ValueError(f"streams: edge ({src}, {dst}) names unknown operator {end!r}")
-        self._order = _topological_order(names, self.streams)
+        try:
+            self._order = topological_order(names, self.streams)
+        except ValueError as exc:
+            raise ValueError(f"streams: {exc}") from None
 
     def source_rate(self, slot: int) -> float:
         return float(self.trace[slot % len(self.trace)]) * self.rate_scale
@@ -137,42 +141,7 @@ class SimulatedApplication:
 
     def paths(self) -> list[list[str]]:
         """Every source-to-sink path (lists of operator names)."""
-        succ: dict[str, list[str]] = {op.name: [] for op in self.operators}
-        preds = {dst for _, dst in self.streams}
-        for src, dst in self.streams:
-            succ[src].append(dst)
-        sources = [op.name for op in self.operators if op.name not in preds]
-        out: list[list[str]] = []
-
-        def walk(node: str, path: list[str]) -> None:
-            if not succ[node]:
-                out.append(path)
-            for nxt in succ[node]:
-                walk(nxt, path + [nxt])
-
-        for s in sources:
-            walk(s, [s])
-        return out
-
-
-def _topological_order(names: list[str], streams: list[tuple[str, str]]) -> list[str]:
-    indeg = {n: 0 for n in names}
-    succ: dict[str, list[str]] = {n: [] for n in names}
-    for src, dst in streams:
-        indeg[dst] += 1
-        succ[src].append(dst)
-    ready = [n for n in names if indeg[n] == 0]
-    order: list[str] = []
-    while ready:
-        n = ready.pop(0)
-        order.append(n)
-        for m in succ[n]:
-            indeg[m] -= 1
-            if indeg[m] == 0:
-                ready.append(m)
-    if len(order) != len(names):
-        raise ValueError("streams: the graph has a cycle")
-    return order
+        return source_to_sink_paths([op.name for op in self.operators], self.streams)
 
 
 class SimulatedMonitor(Monitor):

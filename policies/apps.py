@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from policies.graph import source_to_sink_paths, topological_order
 from policies.model import CostWeights, NodeType, OperatorSpec, QueueModel
 
 
@@ -99,37 +100,18 @@ class Application:
         return [self._index[a] for a, b in self.edges if b == name]
 
     def topological_order(self) -> list[int]:
-        indeg = [len(self.predecessors(u)) for u in range(self.n)]
-        ready = [u for u in range(self.n) if indeg[u] == 0]
-        order: list[int] = []
-        while ready:
-            u = ready.pop(0)
-            order.append(u)
-            for v in self.successors(u):
-                indeg[v] -= 1
-                if indeg[v] == 0:
-                    ready.append(v)
-        if len(order) != self.n:
-            raise ValueError(f"application {self.name!r}: edges: the graph has a cycle")
-        return order
+        try:
+            return topological_order(range(self.n), self._index_edges())
+        except ValueError as exc:
+            raise ValueError(f"application {self.name!r}: edges: {exc}") from None
 
     def paths(self) -> list[tuple[int, ...]]:
         """Every source-to-sink path as a tuple of operator indices (sources: no predecessors; sinks: no
         successors), in a deterministic order."""
-        out: list[tuple[int, ...]] = []
+        return [tuple(p) for p in source_to_sink_paths(range(self.n), self._index_edges())]
 
-        def walk(u: int, prefix: tuple[int, ...]) -> None:
-            path = prefix + (u,)
-            succ = self.successors(u)
-            if not succ:
-                out.append(path)
-            for v in succ:
-                walk(v, path)
-
-        for u in range(self.n):
-            if not self.predecessors(u):
-                walk(u, ())
-        return out
+    def _index_edges(self) -> list[tuple[int, int]]:
+        return [(self._index[a], self._index[b]) for a, b in self.edges]
 
     def path_matrix(self) -> np.ndarray:
         """Boolean matrix (paths x operators): entry [p, u] is whether operator u lies on path p."""

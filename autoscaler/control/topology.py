@@ -12,6 +12,7 @@ from django.core.exceptions import ObjectDoesNotExist
 
 from autoscaler.models import Application, NodeType, Operator
 from policies.am.naive import EQUAL_WEIGHTS, fill_paths
+from policies.graph import source_to_sink_paths
 from policies.model import CostWeights, OperatorSpec, QueueModel
 from policies.model import NodeType as PolicyNodeType
 
@@ -63,22 +64,7 @@ class Topology:
 
     def paths(self) -> list[list[str]]:
         """Every source-to-sink path of the whole graph (operator names)."""
-        succ: dict[str, list[str]] = {op.name: [] for op in self.all_operators}
-        targets = {dst for _, dst in self.streams}
-        for src, dst in self.streams:
-            succ[src].append(dst)
-        out: list[list[str]] = []
-
-        def walk(node: str, path: list[str]) -> None:
-            if not succ[node]:
-                out.append(path)
-            for nxt in succ[node]:
-                walk(nxt, path + [nxt])
-
-        for op in self.all_operators:
-            if op.name not in targets:
-                walk(op.name, [op.name])
-        return out
+        return source_to_sink_paths([op.name for op in self.all_operators], self.streams)
 
 
 def topology(application: Application) -> Topology:
