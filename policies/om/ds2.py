@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from policies.model import OperatorSpec
-from policies.om.rules import NODE_CHOICES, RuleBasedPolicy
+from policies.om.rules import RuleBasedPolicy, check_rate_rule_params
 
 
 class DS2(RuleBasedPolicy):
@@ -38,18 +38,9 @@ class DS2(RuleBasedPolicy):
 
     @classmethod
     def check_params(cls, params: dict[str, Any]) -> None:
-        if not 0.0 < params["target_utilisation"] <= 1.0:
-            raise ValueError(
-                f"params.target_utilisation: must be in (0, 1], got {params['target_utilisation']}"
-            )
+        check_rate_rule_params(params)
         if not params["scale_down_delay_s"] >= 0.0:
             raise ValueError(f"params.scale_down_delay_s: must be >= 0 s, got {params['scale_down_delay_s']}")
-        if not params["period_s"] > 0.0:
-            raise ValueError(f"params.period_s: must be > 0 s, got {params['period_s']}")
-        if params["node_type"] not in NODE_CHOICES:
-            raise ValueError(
-                f"params.node_type: must be one of {', '.join(NODE_CHOICES)}, got {params['node_type']!r}"
-            )
 
     def __init__(self, spec: OperatorSpec, params: dict[str, Any] | None = None, seed: int = 0) -> None:
         super().__init__(spec, params, seed)

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from policies.model import OperatorSpec
-from policies.om.rules import NODE_CHOICES, RuleBasedPolicy
+from policies.om.rules import RuleBasedPolicy, check_rate_rule_params
 
 
 class HPA(RuleBasedPolicy):
@@ -38,20 +38,11 @@ class HPA(RuleBasedPolicy):
 
     @classmethod
     def check_params(cls, params: dict[str, Any]) -> None:
-        if not 0.0 < params["target_utilisation"] <= 1.0:
-            raise ValueError(
-                f"params.target_utilisation: must be in (0, 1], got {params['target_utilisation']}"
-            )
+        check_rate_rule_params(params)
         if not 0.0 <= params["tolerance"] < 1.0:
             raise ValueError(f"params.tolerance: must be in [0, 1), got {params['tolerance']}")
         if not params["stabilisation_s"] >= 0.0:
             raise ValueError(f"params.stabilisation_s: must be >= 0 s, got {params['stabilisation_s']}")
-        if not params["period_s"] > 0.0:
-            raise ValueError(f"params.period_s: must be > 0 s, got {params['period_s']}")
-        if params["node_type"] not in NODE_CHOICES:
-            raise ValueError(
-                f"params.node_type: must be one of {', '.join(NODE_CHOICES)}, got {params['node_type']!r}"
-            )
 
     def __init__(self, spec: OperatorSpec, params: dict[str, Any] | None = None, seed: int = 0) -> None:
         self.recommendations: list[int] = []  # recommendations of the last window, most recent last

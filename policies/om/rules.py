@@ -135,3 +135,16 @@ class RuleBasedPolicy(Policy):
         if self._last_reason:
             proposal.explanation["rule"] = dict(self._last_reason)
         return proposal
+
+
+def check_rate_rule_params(params: dict[str, Any]) -> None:
+    """Range checks shared by the utilisation-based rules (ds2, hpa): ``target_utilisation`` in (0, 1],
+    ``period_s`` > 0 s, ``node_type`` one of NODE_CHOICES. Raise ValueError naming the parameter."""
+    if not 0.0 < params["target_utilisation"] <= 1.0:
+        raise ValueError(f"params.target_utilisation: must be in (0, 1], got {params['target_utilisation']}")
+    if not params["period_s"] > 0.0:
+        raise ValueError(f"params.period_s: must be > 0 s, got {params['period_s']}")
+    if params["node_type"] not in NODE_CHOICES:
+        raise ValueError(
+            f"params.node_type: must be one of {', '.join(NODE_CHOICES)}, got {params['node_type']!r}"
+        )
