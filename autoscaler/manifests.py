@@ -141,6 +141,7 @@ def region_spec(region: m.Region) -> RegionSpec:
         max_nodes=region.max_nodes,
         max_new_nodes_per_period=region.max_new_nodes_per_period,
         provisioning_delay_s=region.provisioning_delay_s,
+        provider=region.provider or {},
     )
 
 
@@ -267,6 +268,7 @@ def _write_region(name: str, spec: RegionSpec, obj: m.Region | None, owner) -> m
     obj.max_nodes = spec.max_nodes
     obj.max_new_nodes_per_period = spec.max_new_nodes_per_period
     obj.provisioning_delay_s = spec.provisioning_delay_s
+    obj.provider = spec.provider.model_dump(mode="json")
     obj.save()
     return obj
 

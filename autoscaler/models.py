@@ -59,6 +59,9 @@ class Region(Timestamped):
     max_nodes = models.PositiveIntegerField()
     max_new_nodes_per_period = models.PositiveIntegerField()
     provisioning_delay_s = models.FloatField(default=0.0)
+    provider = models.JSONField(
+        default=dict, blank=True, help_text="node provider: {kind, settings}; empty = bookkeeping only"
+    )
 
     class Meta:
         ordering = ["name"]

@@ -329,3 +329,17 @@ def test_application_cannot_drop_the_region_of_a_deployment(stored, alice):
     manifests.apply_documents([dict(copy.deepcopy(REGION), metadata={"name": "r2"}), deployment()], alice)
     errors = errors_of(app(regions=["r2"]), stored)
     assert errors == {"spec.regions": "deployment 'd1' runs in region 'r1'"}
+
+
+def test_region_with_unknown_provider_kind(stored):
+    doc = copy.deepcopy(REGION)
+    doc["spec"]["provider"] = {"kind": "kubernetes"}
+    assert "spec.provider.kind" in errors_of(doc, stored)
+
+
+def test_region_provider_round_trips(stored, alice):
+    doc = copy.deepcopy(REGION)
+    doc["spec"]["provider"] = {"kind": "spark-standalone", "settings": {"master": "spark://127.0.0.1:7077"}}
+    manifests.apply_documents([doc], alice)
+    exported = manifests.export("Region", "r1", alice)[0]
+    assert exported["spec"]["provider"] == doc["spec"]["provider"]
