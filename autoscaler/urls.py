@@ -2,15 +2,15 @@
 
 from django.contrib import admin
 from django.urls import include, path
-from django.views.generic import RedirectView
 
 from autoscaler.control.metrics import metrics_view
 
 urlpatterns = [
-    path("", RedirectView.as_view(url="/api/v1/docs/", permanent=False)),
     path("admin/", admin.site.urls),
     path("api/v1/control/", include("autoscaler.control.urls")),
     path("api/v1/", include("autoscaler.api.urls")),
     path("metrics", metrics_view, name="metrics"),
     path("api-auth/", include("rest_framework.urls")),
+    path("accounts/", include("django.contrib.auth.urls")),
+    path("", include("dashboard.urls")),
 ]

@@ -1,0 +1,3 @@
+"""Placeholder: pages are added here."""
+
+urlpatterns: list = []
