@@ -2,8 +2,8 @@
 
 ``simulated``: a trace-driven engine (``connectors.simulated``) whose running deployment is kept durably in the
 ``SimulatedEngine`` row of the application (so worker restarts and other workers see the same engine), with the
-fault injection stored in that row. ``spark`` and ``flink`` raise ``ConnectorUnavailable`` until their connectors
-exist.
+fault injection stored in that row. ``spark`` and ``flink`` are built by ``connectors.spark.connector`` and
+``connectors.flink.connector``.
 """
 
 from __future__ import annotations
@@ -224,9 +224,20 @@ def build_connector(application) -> Connector:
         connector._realizer = realizer
         connector._monitor = FaultInjectingMonitor(app, realizer, store)
         return connector
-    if application.engine in ("spark", "flink"):
-        raise ConnectorUnavailable(
-            f"application {application.name!r}: the {application.engine} connector is not available yet "
-            "(only 'simulated' can be controlled in this build)"
-        )
+    if application.engine == "spark":
+        return _engine_builder("connectors.spark.connector", "build_spark_connector", application)(application)
+    if application.engine == "flink":
+        return _engine_builder("connectors.flink.connector", "build_flink_connector", application)(application)
     raise ConnectorUnavailable(f"application {application.name!r}: unknown engine {application.engine!r}")
+
+
+def _engine_builder(module: str, function: str, application):
+    """``module.function`` (imported on first use), or ConnectorUnavailable naming what is missing."""
+    import importlib
+
+    try:
+        return getattr(importlib.import_module(module), function)
+    except (ImportError, AttributeError) as exc:
+        raise ConnectorUnavailable(
+            f"application {application.name!r}: the {application.engine} connector is not available ({exc})"
+        ) from exc

@@ -87,7 +87,7 @@ def test_an_engine_without_connector_is_reported_in_the_decision_log(eager):
     Application.objects.filter(pk=app.pk).update(engine="spark")
     tick.apply(args=(app.pk, 7))
     row = Tick.objects.get(application=app, slot=7)
-    assert row.status == "no_data" and "spark connector is not available yet" in row.error
+    assert row.status == "no_data" and "spark connector is not available" in row.error
 
 
 def test_dispatch_delays_spread_ticks_evenly_over_the_period():

@@ -147,7 +147,7 @@ def test_rails_are_validated_with_the_field_named():
 def test_spark_connector_is_not_available_yet():
     app = simulated_pipeline("spark", n_operators=1)
     app.engine = "spark"
-    with pytest.raises(ConnectorUnavailable, match="spark connector is not available yet"):
+    with pytest.raises(ConnectorUnavailable, match="spark connector is not available"):
         build_connector(app)
 
 
