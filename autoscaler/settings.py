@@ -69,6 +69,7 @@ INSTALLED_APPS = [
     "autoscaler.apps.AutoscalerConfig",
     "django_celery_beat",
     "autoscaler.control",
+    "autoscaler.ingest",
     "dashboard",
 ]
 

@@ -8,6 +8,7 @@ from autoscaler.control.metrics import metrics_view
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/control/", include("autoscaler.control.urls")),
+    path("api/v1/ingest/", include("autoscaler.ingest.urls")),
     path("api/v1/", include("autoscaler.api.urls")),
     path("metrics", metrics_view, name="metrics"),
     path("api-auth/", include("rest_framework.urls")),

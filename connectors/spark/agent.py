@@ -390,9 +390,11 @@ class SparkAgent:
                 continue
             if profile is None or self.profile is None or profile.same_resources(self.profile):
                 if profile is not None:
-                    self.profile = Profile(self.profile.cores if self.profile else profile.cores,
-                                           self.profile.memory_mib if self.profile else profile.memory_mib,
-                                           profile.name)
+                    self.profile = Profile(
+                        self.profile.cores if self.profile else profile.cores,
+                        self.profile.memory_mib if self.profile else profile.memory_mib,
+                        profile.name,
+                    )
                 self._apply_live(gen, n)
             elif self._build_query is None:
                 self.generation = gen
