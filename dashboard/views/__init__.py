@@ -1,0 +1,1 @@
+"""Views of the web app: ``manage*`` modules (forms, fleet, manifests) and ``monitor*`` modules (dashboards)."""

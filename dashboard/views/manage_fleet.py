@@ -1,0 +1,122 @@
+"""Fleet overview (``/``): each of the user's applications with status, cost per hour, violation and
+reconfiguration fractions against budget and the last decision; start and pause buttons."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import NoReverseMatch, reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_POST
+
+from autoscaler import manifests
+from autoscaler import models as m
+from autoscaler.control.aggregates import summary
+from autoscaler.control.models import ApplicationControl, Decision
+from autoscaler.schemas import ManifestError
+
+from .manage_status import budget_status, deployed_cost_per_hour, node_type_prices, window_fractions
+
+
+def decision_url(decision_id: int) -> str:
+    """The decision page (``dashboard:decision-detail``) or its literal path while that page does not exist."""
+    try:
+        return reverse("dashboard:decision-detail", args=[decision_id])
+    except NoReverseMatch:
+        return f"/decisions/{decision_id}/"
+
+
+def fleet_rows(user) -> list[dict[str, Any]]:
+    """One row per application of ``user`` (a fixed number of queries, whatever the number of applications)."""
+    apps = list(m.Application.objects.filter(owner=user).order_by("name"))
+    ids = [a.id for a in apps]
+    controls = {c.application_id: c for c in ApplicationControl.objects.filter(application_id__in=ids)}
+    deployments: dict[int, list[m.Deployment]] = {}
+    for dep in m.Deployment.objects.filter(operator__application_id__in=ids).select_related(
+        "region", "operator"
+    ):
+        deployments.setdefault(dep.operator.application_id, []).append(dep)
+    last: dict[int, Decision] = {}
+    for decision in (
+        Decision.objects.filter(application_id__in=ids)
+        .order_by("application_id", "-created_at", "-id")
+        .distinct("application_id")
+        if _distinct_on()
+        else _last_decisions(ids)
+    ):
+        last[decision.application_id] = decision
+    prices = node_type_prices()
+    rows = []
+    for app in apps:
+        control = controls.get(app.id)
+        if control is not None:
+            control.application = app
+        viol, reconf, observed_cost = window_fractions(summary(control) if control else None)
+        decision = last.get(app.id)
+        rows.append(
+            {
+                "app": app,
+                "cost_per_hour": deployed_cost_per_hour(deployments.get(app.id, []), prices),
+                "observed_cost_per_hour": observed_cost,
+                "violations": budget_status(viol, app.eta_v),
+                "reconfigurations": budget_status(reconf, app.eta_r),
+                "decision": decision,
+                "decision_url": decision_url(decision.id) if decision else None,
+                "replicas": sum(d.total_replicas for d in deployments.get(app.id, [])),
+            }
+        )
+    return rows
+
+
+def _distinct_on() -> bool:
+    from django.db import connection
+
+    return connection.features.can_distinct_on_fields
+
+
+def _last_decisions(ids: list[int]) -> list[Decision]:
+    out = []
+    for app_id in ids:
+        found = Decision.objects.filter(application_id=app_id).order_by("-created_at", "-id").first()
+        if found is not None:
+            out.append(found)
+    return out
+
+
+@login_required
+def fleet(request: HttpRequest) -> HttpResponse:
+    return render(
+        request, "dashboard/manage/fleet.html", {"rows": fleet_rows(request.user), "nav_active": "fleet"}
+    )
+
+
+@login_required
+@require_POST
+def set_state(request: HttpRequest, name: str) -> HttpResponse:
+    """Start (``state=running``) or pause (``state=paused``) an application through the validation layer."""
+    app = get_object_or_404(m.Application, owner=request.user, name=name)
+    state = request.POST.get("state", "")
+    if state not in ("running", "paused"):
+        messages.error(request, f"state: must be 'running' or 'paused', got {state!r}")
+        return redirect("dashboard:fleet")
+    doc = manifests.export_resource(app)
+    doc["spec"]["state"] = state
+    try:
+        manifests.apply_documents([doc], request.user, expected_kind="Application", expected_name=name)
+    except ManifestError as exc:
+        messages.error(request, "; ".join(str(e) for e in exc.errors))
+    else:
+        messages.success(request, f"{name}: {'started' if state == 'running' else 'paused'}")
+    return redirect(safe_next(request) or "dashboard:fleet")
+
+
+def safe_next(request: HttpRequest) -> str | None:
+    """The ``next`` path of a POST when it stays on this site, else None."""
+    target = request.POST.get("next") or ""
+    if target and url_has_allowed_host_and_scheme(target, {request.get_host()}, request.is_secure()):
+        return target
+    return None
