@@ -103,6 +103,7 @@ class AppliedPayload(BaseModel):
     downtimeS: float = Field(default=0.0, ge=0)
     durationS: float = Field(default=0.0, ge=0)
     error: str = ""
+    driver: Driver | None = None
 
 
 def parse(model: type[BaseModel], data: Any) -> tuple[BaseModel | None, list[FieldError]]:

@@ -110,6 +110,20 @@ def set_desired(operator, executors: int, profile: dict[str, Any]) -> int:
 
 
 def store_ack(operator, payload: AppliedPayload) -> AppliedAck:
+    """Store an acknowledgement; the driver it names (a restart starts a new one) becomes the known driver."""
+    d = payload.driver
+    if d is not None:
+        DriverStatus.objects.update_or_create(
+            operator=operator,
+            defaults={
+                "last_seen": timezone.now(),
+                "ui_url": d.uiUrl,
+                "app_id": d.appId,
+                "executors": d.executors,
+                "profile": d.profile,
+                "generation": d.generation,
+            },
+        )
     return AppliedAck.objects.create(
         operator=operator,
         generation=payload.generation,

@@ -8,13 +8,33 @@ from .common import SpecModel
 from .errors import FieldError, from_pydantic
 
 
+class SparkOperatorBinding(SpecModel):
+    """Where one controlled operator's Spark application runs: its driver UI/REST ``uiUrl`` (when empty, the
+    URL the job's agent reports is used) and its query's ``checkpointDir`` (documentation for the job)."""
+
+    ui_url: str | None = Field(default=None, pattern=r"^https?://")
+    checkpoint_dir: str | None = None
+
+
 class SparkSettings(SpecModel):
-    """Spark Structured Streaming: ``master`` URL, driver UI/REST ``uiUrl``, micro-batch interval (s)."""
+    """Spark Structured Streaming (``connectors.spark``): one streaming query per controlled operator.
+
+    ``master``: the cluster's master URL (``spark://host:7077``; ``local[n]`` for a single-process run);
+    ``uiUrl``: driver UI/REST URL of a single-operator application, used only when neither
+    ``operators.<name>.uiUrl`` nor the URL reported by the job's agent is known; ``batchIntervalS``:
+    micro-batch trigger interval (s), the denominator of the utilisation; ``checkpointDir``: default
+    checkpoint root; ``executorMemoryScale``: executor memory = node type memoryMiB x this factor (at least
+    512 MiB; < 1 for small local demos); ``applyTimeoutS``: how long the realizer waits for the agent's
+    acknowledgement and the executor count (s) before rolling back.
+    """
 
     master: str = "local[2]"
     ui_url: str = Field(default="http://127.0.0.1:4040", pattern=r"^https?://")
     batch_interval_s: float = Field(default=1.0, gt=0)
     checkpoint_dir: str | None = None
+    executor_memory_scale: float = Field(default=1.0, gt=0, le=64)
+    apply_timeout_s: float = Field(default=60.0, gt=0, le=3600)
+    operators: dict[str, SparkOperatorBinding] = {}
 
 
 class FlinkSettings(SpecModel):

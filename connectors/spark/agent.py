@@ -347,6 +347,7 @@ class SparkAgent:
             "downtimeS": round(downtime_s, 3),
             "durationS": round(duration_s, 3),
             "error": error,
+            "driver": self.driver_info(),
         }
         self.stats.applied.append(body)
         for attempt in range(5):

@@ -80,14 +80,14 @@ def test_bo_am_tuning_uses_the_observed_periods_and_bumps_the_configuration_vers
     assert tune(app.pk, 1) == {"duplicate": True}
 
 
-def test_an_engine_without_connector_is_reported_in_the_decision_log(eager):
+def test_a_spark_application_without_reports_is_recorded_as_no_data_in_the_decision_log(eager):
     from autoscaler.control.tasks import tick
 
     app = simulated_pipeline("spark-app", n_operators=1)
-    Application.objects.filter(pk=app.pk).update(engine="spark")
+    Application.objects.filter(pk=app.pk).update(engine="spark", connector={})
     tick.apply(args=(app.pk, 7))
     row = Tick.objects.get(application=app, slot=7)
-    assert row.status == "no_data" and "spark connector is not available" in row.error
+    assert row.status == "no_data" and "no progress from the Spark job" in row.error
 
 
 def test_dispatch_delays_spread_ticks_evenly_over_the_period():

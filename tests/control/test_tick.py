@@ -144,10 +144,25 @@ def test_rails_are_validated_with_the_field_named():
         parse_rails({"freezeWindows": [{"start": "25:00", "end": "01:00"}]})
 
 
-def test_spark_connector_is_not_available_yet():
+def test_a_spark_application_whose_job_never_reported_records_no_data():
     app = simulated_pipeline("spark", n_operators=1)
-    app.engine = "spark"
-    with pytest.raises(ConnectorUnavailable, match="spark connector is not available"):
+    app.engine, app.connector = "spark", {}
+    app.save()
+    assert build_connector(app).engine == "spark"
+    out = run_tick(app.pk, 10)
+    assert out.status == "no_data" and out.decisions == 1
+    assert "no progress from the Spark job" in Tick.objects.get(application=app, slot=10).error
+    assert Decision.objects.get(application=app, slot=10).outcome == "no_data"
+    assert not AgentState.objects.filter(steps__gt=0).exists()
+
+
+def test_an_engine_without_connector_module_is_unavailable(monkeypatch):
+    import sys
+
+    app = simulated_pipeline("flinkless", n_operators=1)
+    app.engine = "flink"
+    monkeypatch.setitem(sys.modules, "connectors.flink.connector", None)
+    with pytest.raises(ConnectorUnavailable, match="flink connector is not available"):
         build_connector(app)
 
 

@@ -1,0 +1,220 @@
+"""Observations of a Spark application from the progress its agents shipped (``autoscaler.ingest``).
+
+Per controlled operator (one streaming query) and period ``[start, end)``, from the micro-batches whose trigger
+started in the period:
+
+- input rate (tuples/s) = rows of the period's batches / period length, plus the growth of the backlog when the
+  source reports one (rows not yet taken into a batch);
+- processing rate (tuples/s) = rows processed / period length;
+- utilisation = busy fraction of the period: sum of batch durations / period length, capped at 1 (with a
+  trigger interval T a query that needs D <= T per batch is D/T busy);
+- response time: mean (s) = record-weighted mean of the sink's ``e2e`` observed metrics and
+  ``report_latency`` samples; p95 (s) = the largest per-batch p95 (conservative). An operator whose query runs
+  downstream of another controlled operator gets its own share: its end-to-end time minus the largest upstream
+  one. Without sink latencies the estimate is mean batch duration + T/2 (waiting for the trigger, then
+  processed), flagged in ``reason``;
+- backlog (tuples) = the sources' reported backlog at the end of the period, else the estimate
+  input rate x max(0, mean batch duration - T) (what piles up while the query is slower than the trigger);
+- service time (s per tuple per executor) = busy time x executors / rows;
+- deployment = active executors from the driver's REST API ``<uiUrl>/api/v1/applications/<id>/executors``
+  (falling back to the count the agent last reported), under the profile's node-type name.
+
+A period without samples, or whose samples cover less than ``MIN_COVERAGE`` of it, is ``complete=False`` with
+the reason; an operator with no executor is incomplete ("operator has no running replica"). Never zeros.
+Path response time (s) = the largest end-to-end mean among the controlled operators of the path (records are
+stamped at creation, so the most downstream sink sees the whole path).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+
+from connectors.base import Deployment, Monitor, OperatorMetrics, Period, PeriodMetrics
+
+MIN_COVERAGE = 0.5
+REST_TIMEOUT_S = 3.0
+
+
+@dataclass
+class Binding:
+    """One controlled operator: its stored Operator row, node types by name -> profile, driver UI override."""
+
+    operator: Any
+    ui_url: str | None
+    upstream: list[str]
+    fallback_ui_url: str = ""
+
+
+def rest_executors(ui_url: str, app_id: str = "", timeout_s: float = REST_TIMEOUT_S) -> list[dict[str, Any]]:
+    """Active executors (not the driver) of the application at a driver's UI URL (the first one if no id)."""
+    base = ui_url.rstrip("/") + "/api/v1/applications"
+    if not app_id:
+        with urllib.request.urlopen(base, timeout=timeout_s) as resp:
+            apps = json.loads(resp.read())
+        if not apps:
+            return []
+        app_id = apps[0]["id"]
+    with urllib.request.urlopen(f"{base}/{app_id}/executors", timeout=timeout_s) as resp:
+        rows = json.loads(resp.read())
+    return [r for r in rows if r.get("id") != "driver" and r.get("isActive", True)]
+
+
+def running_deployment(binding: Binding) -> tuple[Deployment, str]:
+    """``({node type: executors}, source)`` with source ``rest``, ``agent`` or ``none``."""
+    from autoscaler.ingest.models import DesiredState, DriverStatus
+
+    status = DriverStatus.objects.filter(operator=binding.operator).first()
+    desired = DesiredState.objects.filter(operator=binding.operator).first()
+    profile = (status.profile if status and status.profile else None) or (
+        desired.profile if desired else None
+    )
+    name = (profile or {}).get("name") or _declared_type(binding.operator)
+    ui = binding.ui_url or (status.ui_url if status else "") or binding.fallback_ui_url
+    if ui:
+        try:
+            n = len(rest_executors(ui, status.app_id if status and not binding.ui_url else ""))
+            return ({name: n} if n else {}), "rest"
+        except (OSError, ValueError, KeyError):
+            pass
+    if status is not None and status.executors is not None:
+        return ({name: status.executors} if status.executors else {}), "agent"
+    return {}, "none"
+
+
+def _declared_type(operator: Any) -> str:
+    dep = getattr(operator, "deployment", None)
+    replicas = dict(dep.replicas) if dep is not None else {}
+    return max(replicas, key=lambda t: replicas[t]) if replicas else "executor"
+
+
+def _ts(seconds: float) -> dt.datetime:
+    return dt.datetime.fromtimestamp(seconds, tz=dt.UTC)
+
+
+class SparkMonitor(Monitor):
+    """Builds ``PeriodMetrics`` from stored progress samples (see module docstring)."""
+
+    def __init__(
+        self,
+        bindings: dict[str, Binding],
+        paths: list[list[str]],
+        batch_interval_s: float,
+    ) -> None:
+        self.bindings = bindings
+        self.paths = paths
+        self.batch_interval_s = batch_interval_s
+
+    def collect(self, period: Period) -> PeriodMetrics:
+        ops: dict[str, OperatorMetrics] = {}
+        e2e: dict[str, float] = {}
+        for name, binding in self.bindings.items():
+            m, mean_e2e = self._operator(name, binding, period)
+            ops[name] = m
+            if mean_e2e is not None:
+                e2e[name] = mean_e2e
+        for name, binding in self.bindings.items():  # own share of the end-to-end time
+            m = ops[name]
+            ups = [e2e[u] for u in binding.upstream if u in e2e]
+            if ups and name in e2e and m.response_time_s is not None:
+                m.response_time_s = max(e2e[name] - max(ups), 0.0)
+        path_rt = {}
+        for path in self.paths:
+            measured = [e2e[n] for n in path if n in e2e]
+            if measured:
+                path_rt["->".join(path)] = max(measured)
+        incomplete = [f"{n}: {m.reason}" for n, m in ops.items() if not m.complete]
+        return PeriodMetrics(period, ops, path_rt, complete=not incomplete, reason="; ".join(incomplete))
+
+    def _operator(self, name: str, binding: Binding, period: Period) -> tuple[OperatorMetrics, float | None]:
+        from autoscaler.ingest.models import LatencySample, ProgressSample
+
+        deployment, source = running_deployment(binding)
+        samples = list(
+            ProgressSample.objects.filter(
+                operator=binding.operator, timestamp__gte=_ts(period.start), timestamp__lt=_ts(period.end)
+            )
+            .order_by("timestamp")
+            .values(
+                "timestamp",
+                "num_input_rows",
+                "batch_duration_ms",
+                "e2e_mean_s",
+                "e2e_p95_s",
+                "e2e_n",
+                "backlog",
+            )
+        )
+        if not samples:
+            return OperatorMetrics(
+                name, deployment, complete=False, reason="no progress from the Spark job in this period"
+            ), None
+        length = period.length_s
+        t = self.batch_interval_s
+        first = samples[0]["timestamp"].timestamp()
+        last = samples[-1]["timestamp"].timestamp() + max((samples[-1]["batch_duration_ms"] or 0) / 1000.0, t)
+        coverage = (min(last, period.end) - max(first - t, period.start)) / length
+        if coverage < MIN_COVERAGE:
+            return OperatorMetrics(
+                name,
+                deployment,
+                complete=False,
+                reason=f"partial period: progress covers {coverage:.0%} of it",
+            ), None
+        if not deployment:
+            return OperatorMetrics(
+                name,
+                deployment,
+                complete=False,
+                reason=f"operator has no running replica (executors via {source})",
+            ), None
+        rows = sum(s["num_input_rows"] for s in samples)
+        durations = [(s["batch_duration_ms"] or 0.0) / 1000.0 for s in samples]
+        busy = sum(durations)
+        backlogs = [s["backlog"] for s in samples if s["backlog"] is not None]
+        growth = (backlogs[-1] - backlogs[0]) / length if len(backlogs) >= 2 else 0.0
+        processing = rows / length
+        input_rate = max(processing + growth, 0.0)
+        mean_d = busy / len(samples)
+        backlog = backlogs[-1] if backlogs else input_rate * max(0.0, mean_d - t)
+        n_lat, sum_lat, p95 = 0, 0.0, None
+        for s in samples:
+            if s["e2e_mean_s"] is not None and s["e2e_n"]:
+                n_lat += s["e2e_n"]
+                sum_lat += s["e2e_mean_s"] * s["e2e_n"]
+            if s["e2e_p95_s"] is not None and s["e2e_n"]:
+                p95 = max(p95 or 0.0, s["e2e_p95_s"])
+        for lat in LatencySample.objects.filter(
+            operator=binding.operator, timestamp__gte=_ts(period.start), timestamp__lt=_ts(period.end)
+        ).values("mean_s", "p95_s", "n"):
+            if lat["n"]:
+                n_lat += lat["n"]
+                sum_lat += lat["mean_s"] * lat["n"]
+                p95 = max(p95 or 0.0, lat["p95_s"])
+        reason = f"executors via {source}"
+        if n_lat:
+            rt = sum_lat / n_lat
+            e2e = rt
+        else:
+            rt, e2e = mean_d + t / 2.0, None
+            p95 = max(durations) + t
+            reason += "; response time estimated from batch durations (no sink latency reported)"
+        executors = sum(deployment.values())
+        return (
+            OperatorMetrics(
+                operator=name,
+                deployment=deployment,
+                input_rate=input_rate,
+                processing_rate=processing,
+                utilisation=min(busy / length, 1.0),
+                response_time_s=rt,
+                response_time_p95_s=p95,
+                service_time_mean_s=(busy * executors / rows) if rows else None,
+                backlog=backlog,
+                reason=reason,
+            ),
+            e2e,
+        )

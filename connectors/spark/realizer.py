@@ -1,0 +1,147 @@
+"""Apply a scaling plan to Spark: desired state for the job's agent, acknowledgement, verification, rollback.
+
+Per operator of the plan:
+
+1. The target ``{node type: n}`` becomes one executor profile: Spark runs one profile per operator (one
+   streaming query = one Spark application with one executor size). A target mixing node types is realised as
+   its total on the type with the most replicas (ties: the node type with more cores, then the faster one);
+   ``ApplyResult.details[op]["collapsed_from"]`` records the original target.
+2. A new generation of the desired state ``{executors: n, profile: {name, cores, memoryMiB}}`` is written
+   (``autoscaler.ingest.store.set_desired``); the agent in the driver applies it live (same cores/memory) or by
+   a restart from the checkpoint (other cores/memory) and acknowledges it.
+3. The realizer waits at most ``apply_timeout_s`` for the acknowledgement, then verifies the executor count on
+   the driver's REST API (the agent's reported count when no UI is reachable).
+4. On timeout, an error in the acknowledgement or a count mismatch, the previous desired state is written again
+   (a new generation: the agent returns to it) and the result is ``ok=False, rolled_back=True`` with the error.
+
+``ApplyResult.downtime_s`` is the largest downtime (s) the agents measured (0 for live changes); the per-operator
+``details`` hold ``generation``, ``downtime_s``, ``duration_s`` (request to verified, s) and ``verified``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from connectors.base import ApplyResult, Deployment, Realizer, ScalingPlan
+from connectors.spark.monitor import Binding, running_deployment
+
+POLL_S = 0.25
+
+
+class SparkRealizer(Realizer):
+    def __init__(
+        self,
+        bindings: dict[str, Binding],
+        profiles: dict[str, dict[str, dict[str, Any]]],
+        apply_timeout_s: float = 60.0,
+    ) -> None:
+        """``profiles``: operator -> node type -> ``{name, cores, memoryMiB, speedup}``."""
+        self.bindings = bindings
+        self.profiles = profiles
+        self.apply_timeout_s = apply_timeout_s
+
+    def current(self) -> dict[str, Deployment]:
+        return {name: running_deployment(b)[0] for name, b in self.bindings.items()}
+
+    def single_type(self, operator: str, target: Deployment) -> tuple[str, int]:
+        """The one node type (and total executors) realising ``target`` (see module docstring)."""
+        live = {t: int(n) for t, n in target.items() if int(n) > 0}
+        total = sum(live.values())
+        if not live:
+            raise ValueError(f"operator {operator!r}: the target has no replica")
+        known = self.profiles.get(operator, {})
+        unknown = [t for t in live if t not in known]
+        if unknown:
+            raise ValueError(f"operator {operator!r}: unknown node type(s) {unknown} for this region")
+
+        def rank(t: str) -> tuple:
+            p = known[t]
+            return (live[t], p.get("cores", 1), p.get("speedup", 1.0), t)
+
+        return max(live, key=rank), total
+
+    def apply(self, plan: ScalingPlan) -> ApplyResult:
+        from autoscaler.ingest import store
+
+        details: dict[str, Any] = {}
+        errors: list[str] = []
+        rolled_back = False
+        downtime = 0.0
+        for op_name, target in plan.targets.items():
+            binding = self.bindings.get(op_name)
+            if binding is None:
+                errors.append(f"operator {op_name!r} is not controlled on Spark (no Deployment)")
+                continue
+            try:
+                node_type, n = self.single_type(op_name, target)
+            except ValueError as exc:
+                errors.append(str(exc))
+                continue
+            profile = {k: v for k, v in self.profiles[op_name][node_type].items() if k != "speedup"}
+            previous = store.desired_of(binding.operator)
+            t0 = time.monotonic()
+            gen = store.set_desired(binding.operator, n, profile)
+            info: dict[str, Any] = {"generation": gen, "executors": n, "node_type": node_type}
+            if len([t for t, k in target.items() if k > 0]) > 1:
+                info["collapsed_from"] = dict(target)
+            ok, error, ack = self._await(binding, gen, n, node_type)
+            info.update(duration_s=round(time.monotonic() - t0, 3), verified=ok)
+            if ack is not None:
+                info["downtime_s"] = ack.downtime_s
+                downtime = max(downtime, ack.downtime_s)
+            if not ok:
+                errors.append(f"operator {op_name!r}: {error}")
+                info["error"] = error
+                if previous["generation"] > 0 and previous["executors"]:
+                    back = store.set_desired(binding.operator, previous["executors"], previous["profile"])
+                    info["rollback_generation"] = back
+                    rolled_back = True
+                    prev_type = (previous["profile"] or {}).get("name", node_type)
+                    back_ok, back_err, _ = self._await(binding, back, previous["executors"], prev_type)
+                    info["rollback_verified"] = back_ok
+                    if not back_ok:
+                        info["rollback_error"] = back_err
+            details[op_name] = info
+        return ApplyResult(
+            ok=not errors,
+            deployments=self.current(),
+            downtime_s=downtime,
+            error="; ".join(errors),
+            rolled_back=rolled_back,
+            details=details,
+        )
+
+    def _await(self, binding: Binding, generation: int, n: int, node_type: str):
+        """``(ok, error, ack)`` once the agent acknowledged ``generation`` (or a later one) and ``n`` executors
+        are running, or the timeout passed."""
+        from autoscaler.ingest.models import AppliedAck
+
+        deadline = time.monotonic() + self.apply_timeout_s
+        ack = None
+        while time.monotonic() < deadline:
+            ack = (
+                AppliedAck.objects.filter(operator=binding.operator, generation__gte=generation)
+                .order_by("-generation", "-id")
+                .first()
+            )
+            if ack is not None:
+                break
+            time.sleep(POLL_S)
+        if ack is None:
+            return False, f"no acknowledgement from the Spark job within {self.apply_timeout_s:.0f} s", None
+        if ack.error:
+            return False, f"the Spark job failed to apply generation {generation}: {ack.error}", ack
+        seen: Deployment = {}
+        while True:  # the REST API can lag the agent's own view by a moment
+            seen, source = running_deployment(binding)
+            if sum(seen.values()) == n:
+                return True, "", ack
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(POLL_S)
+        return (
+            False,
+            f"verification: {seen or 'no executor'} running ({source}), {n} x {node_type} desired",
+            ack,
+        )
