@@ -3,6 +3,13 @@
 # Extra arguments go to pytest. DATABASE_URL selects the database (default: SQLite under var/).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/_venv.sh"
+# Browser tests (tests/web) drive Debian's Chromium through Playwright: install it when missing (no download
+# by Playwright itself). CI runs as root; elsewhere sudo is used if it is available without a password.
+if [ ! -x "${CHROMIUM:-/usr/bin/chromium}" ]; then
+    echo "test.sh: installing chromium for the browser tests (apt-get)" >&2
+    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo -n"
+    $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+fi
 status=0
 .venv/bin/python -m pytest "$@" || status=$?
 if [ "$status" -eq 5 ]; then
