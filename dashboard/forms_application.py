@@ -47,6 +47,7 @@ class ApplicationForm(forms.Form):
     engine = select("Engine", ENGINES)
     connector = YamlMappingField(
         label="Connector settings (YAML)",
+        rows=5,
         help_text="per engine, e.g. simulated: 'trace: taxi_last_month', spark: 'master: local[2]'; "
         "empty = defaults",
     )
