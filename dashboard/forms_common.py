@@ -130,6 +130,8 @@ class ErrorRouter:
         if best is not None:
             name = self.fields[best]
             detail = loc[len(best) :].lstrip(".")
+            if detail.startswith("["):  # an item of a list field: the message names it
+                detail = ""
             self._field_error(self.form, name, f"{detail}: {error.msg}" if detail else error.msg)
             return
         self.form.add_error(None, str(error))
