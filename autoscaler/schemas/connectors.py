@@ -38,10 +38,20 @@ class SparkSettings(SpecModel):
 
 
 class FlinkSettings(SpecModel):
-    """Flink: JobManager REST endpoint ``restUrl`` and the ``jobName`` to control."""
+    """Apache Flink (``connectors.flink``): one job whose vertices are the manifest's operators.
+
+    ``restUrl``: the JobManager's REST endpoint; ``jobName``: the job to control (the newest running job of that
+    name) or ``jobId``; ``vertices``: operator -> the operator name inside the Flink job when it differs from the
+    manifest's (a vertex is found by any operator name chained in it); ``applyTimeoutS``: how long the realizer
+    waits for the new parallelism before restoring the previous one (s); ``restTimeoutS``: per REST call (s).
+    """
 
     rest_url: str = Field(default="http://127.0.0.1:8081", pattern=r"^https?://")
     job_name: str | None = None
+    job_id: str | None = Field(default=None, pattern=r"^[0-9a-f]{32}$")
+    vertices: dict[str, str] = {}
+    apply_timeout_s: float = Field(default=60.0, gt=0, le=3600)
+    rest_timeout_s: float = Field(default=5.0, gt=0, le=120)
 
 
 class SimulatedSettings(SpecModel):

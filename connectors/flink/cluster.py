@@ -1,0 +1,287 @@
+"""A local Flink cluster started from the ``apache-flink`` pip package (``.venv-flink``).
+
+``FLINK_HOME`` is the installed ``pyflink`` directory (it ships ``bin/``, ``lib/`` and ``conf/``). Every process
+gets its own configuration directory (``FLINK_CONF_DIR``), log and pid directory under ``<root>``:
+
+- ``<root>/jobmanager``: bound to 127.0.0.1, REST on ``rest_port``, adaptive scheduler with a 1 s cooldown after
+  rescaling, file checkpoints every ``checkpoint_interval_s`` seconds under ``<root>/checkpoints``;
+- ``<root>/tm/<node_id>``: one TaskManager of a profile (task slots, process memory MiB, CPU cores), whose
+  resource id is ``node_id`` (so ``GET /taskmanagers`` names it).
+
+Processes are started and stopped with ``bin/jobmanager.sh`` / ``bin/taskmanager.sh start|stop``; the state of
+the cluster is on disk only, so another process (a Celery worker) can reopen it with ``FlinkCluster(root)``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from connectors.flink.rest import FlinkRest, FlinkRestError
+
+ROOT = Path(__file__).resolve().parents[2]
+FLINK_VENV = ROOT / ".venv-flink"
+START_TIMEOUT_S = 60.0
+#: minimum TaskManager process memory (MiB) that fits a PyFlink worker
+MIN_TM_MEMORY_MB = 1024
+
+
+class FlinkClusterError(RuntimeError):
+    """A Flink process did not start or stop as asked (the message names it and points at its log)."""
+
+
+def flink_python() -> Path:
+    """The interpreter of ``.venv-flink`` (``FLINK_PYTHON`` overrides)."""
+    return Path(os.environ.get("FLINK_PYTHON") or FLINK_VENV / "bin" / "python")
+
+
+def flink_home() -> Path:
+    """The Flink distribution: ``FLINK_HOME`` or the pyflink directory inside ``.venv-flink``."""
+    if os.environ.get("FLINK_HOME"):
+        return Path(os.environ["FLINK_HOME"])
+    found = sorted((FLINK_VENV / "lib").glob("python3*/site-packages/pyflink"))
+    if not found or not (found[0] / "bin" / "jobmanager.sh").exists():
+        raise FlinkClusterError(
+            "no Flink distribution: run `source scripts/flink_env.sh` (creates .venv-flink) or set FLINK_HOME"
+        )
+    return found[0]
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class TaskManagerProfile:
+    """A TaskManager node type: ``slots`` task slots, ``memory_mb`` process memory (MiB), ``cpu_cores``."""
+
+    slots: int = 1
+    memory_mb: int = MIN_TM_MEMORY_MB
+    cpu_cores: float = 1.0
+    node_type: str = ""
+
+
+def _base_java_opts(home: Path) -> str:
+    conf = yaml.safe_load((home / "conf" / "config.yaml").read_text()) or {}
+    return str(conf.get("env", {}).get("java", {}).get("opts", {}).get("all", ""))
+
+
+class FlinkCluster:
+    """A standalone Flink session cluster rooted at ``root`` (see the module docstring)."""
+
+    def __init__(self, root: str | Path, rest_port: int | None = None) -> None:
+        self.root = Path(root)
+        self.home = flink_home()
+        state = self._state()
+        self.rest_port = int(rest_port or state.get("rest_port") or 0)
+
+    # ---- configuration -------------------------------------------------------------------------------------
+    def _state(self) -> dict[str, Any]:
+        path = self.root / "cluster.json"
+        return json.loads(path.read_text()) if path.exists() else {}
+
+    def _save_state(self, **values: Any) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        state = {**self._state(), **values}
+        (self.root / "cluster.json").write_text(json.dumps(state, indent=1))
+
+    @property
+    def rest_url(self) -> str:
+        return f"http://127.0.0.1:{self.rest_port}"
+
+    def rest(self, timeout_s: float = 5.0) -> FlinkRest:
+        return FlinkRest(self.rest_url, timeout_s=timeout_s)
+
+    def _config(self, extra: dict[str, Any]) -> dict[str, Any]:
+        state = self._state()
+        conf: dict[str, Any] = {
+            "env.java.opts.all": _base_java_opts(self.home),
+            "jobmanager.bind-host": "127.0.0.1",
+            "jobmanager.rpc.address": "127.0.0.1",
+            "jobmanager.rpc.port": int(state["rpc_port"]),
+            "jobmanager.memory.process.size": "1024m",
+            "jobmanager.scheduler": "adaptive",
+            "jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling": "1s",
+            "jobmanager.adaptive-scheduler.resource-wait-timeout": "10s",
+            "taskmanager.bind-host": "127.0.0.1",
+            "taskmanager.host": "127.0.0.1",
+            "rest.address": "127.0.0.1",
+            "rest.bind-address": "127.0.0.1",
+            "rest.port": self.rest_port,
+            "execution.checkpointing.interval": f"{int(state.get('checkpoint_interval_s', 5))}s",
+            "execution.checkpointing.dir": "file://" + str(self.root / "checkpoints"),
+            "execution.checkpointing.savepoint-dir": "file://" + str(self.root / "savepoints"),
+            "state.backend.type": "hashmap",
+            "restart-strategy.type": "fixed-delay",
+            "restart-strategy.fixed-delay.attempts": 1000,
+            "restart-strategy.fixed-delay.delay": "1s",
+            "metrics.latency.interval": 0,
+            "python.executable": str(flink_python()),
+            "python.client.executable": str(flink_python()),
+            "parallelism.default": 1,
+        }
+        conf.update(extra)
+        return conf
+
+    def _write_conf(self, directory: Path, extra: dict[str, Any]) -> Path:
+        directory.mkdir(parents=True, exist_ok=True)
+        for name in ("log4j.properties", "log4j-console.properties", "log4j-cli.properties", "logback.xml"):
+            src = self.home / "conf" / name
+            if src.exists():
+                shutil.copy(src, directory / name)
+        (directory / "config.yaml").write_text(yaml.safe_dump(self._config(extra), sort_keys=True))
+        return directory
+
+    def _env(self, proc_dir: Path) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            FLINK_HOME=str(self.home),
+            FLINK_CONF_DIR=str(proc_dir / "conf"),
+            FLINK_LOG_DIR=str(proc_dir / "log"),
+            FLINK_PID_DIR=str(proc_dir),
+        )
+        env.pop("PYTHONPATH", None)
+        return env
+
+    def _script(self, proc_dir: Path, script: str, action: str, timeout_s: float = 60.0) -> None:
+        (proc_dir / "log").mkdir(parents=True, exist_ok=True)
+        out = subprocess.run(
+            ["bash", str(self.home / "bin" / script), action],
+            env=self._env(proc_dir),
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
+        if out.returncode != 0:
+            raise FlinkClusterError(f"{script} {action} failed ({out.returncode}): {out.stderr or out.stdout}")
+
+    # ---- JobManager ----------------------------------------------------------------------------------------
+    def start(self, checkpoint_interval_s: int = 5) -> FlinkCluster:
+        """Start the JobManager (if not running) and wait until its REST API answers; returns ``self``."""
+        if self.running():
+            return self
+        self.rest_port = self.rest_port or free_port()
+        self._save_state(
+            rest_port=self.rest_port, rpc_port=free_port(), checkpoint_interval_s=int(checkpoint_interval_s)
+        )
+        jm = self.root / "jobmanager"
+        self._write_conf(jm / "conf", {})
+        self._script(jm, "jobmanager.sh", "start")
+        self._wait(lambda: self.rest(2.0).get("/overview"), f"JobManager REST on {self.rest_url}", jm)
+        return self
+
+    def running(self) -> bool:
+        """Whether the JobManager's REST API answers."""
+        if not self.rest_port:
+            return False
+        try:
+            self.rest(2.0).get("/overview")
+            return True
+        except FlinkRestError:
+            return False
+
+    def _wait(self, probe, what: str, proc_dir: Path, timeout_s: float = START_TIMEOUT_S):
+        deadline = time.monotonic() + timeout_s
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            try:
+                result = probe()
+                if result:
+                    return result
+            except (FlinkRestError, KeyError) as exc:
+                last = exc
+            time.sleep(0.5)
+        raise FlinkClusterError(f"{what} not ready after {timeout_s:.0f} s ({last}); logs in {proc_dir / 'log'}")
+
+    # ---- TaskManagers --------------------------------------------------------------------------------------
+    def start_taskmanager(self, node_id: str, profile: TaskManagerProfile, wait: bool = True) -> str:
+        """Start TaskManager ``node_id`` with ``profile``; waits until the JobManager lists it. Returns the id."""
+        if not self._state().get("rpc_port"):
+            raise FlinkClusterError(f"cluster at {self.root} has no JobManager: start() it first")
+        tm = self.root / "tm" / node_id
+        memory = max(int(profile.memory_mb), MIN_TM_MEMORY_MB)
+        self._write_conf(
+            tm / "conf",
+            {
+                "taskmanager.resource-id": node_id,
+                "taskmanager.numberOfTaskSlots": int(profile.slots),
+                "taskmanager.memory.process.size": f"{memory}m",
+                "taskmanager.cpu.cores": float(profile.cpu_cores),
+            },
+        )
+        (tm / "profile.json").write_text(json.dumps(asdict(profile)))
+        self._script(tm, "taskmanager.sh", "start")
+        if wait:
+            self._wait(lambda: node_id in self.taskmanager_ids(), f"TaskManager {node_id}", tm)
+        return node_id
+
+    def stop_taskmanager(self, node_id: str) -> None:
+        """Stop TaskManager ``node_id`` (its process) and forget its directory."""
+        tm = self.root / "tm" / node_id
+        if not tm.exists():
+            return
+        self._script(tm, "taskmanager.sh", "stop")
+        shutil.rmtree(tm, ignore_errors=True)
+
+    def local_taskmanagers(self) -> dict[str, TaskManagerProfile]:
+        """TaskManagers started by this cluster object (id -> profile), from their directories."""
+        base = self.root / "tm"
+        out: dict[str, TaskManagerProfile] = {}
+        for d in sorted(base.iterdir()) if base.exists() else []:
+            if (d / "profile.json").exists():
+                out[d.name] = TaskManagerProfile(**json.loads((d / "profile.json").read_text()))
+        return out
+
+    def taskmanager_ids(self) -> list[str]:
+        """Ids of the TaskManagers registered at the JobManager."""
+        return [tm["id"] for tm in self.rest(3.0).get("/taskmanagers").get("taskmanagers", [])]
+
+    # ---- jobs ----------------------------------------------------------------------------------------------
+    def submit_python(
+        self, script: str | Path, args: list[str] | None = None, pyfiles: list[str | Path] | None = None
+    ) -> str:
+        """Submit a PyFlink job detached (``flink run -d -py``); returns the job id."""
+        cmd = [
+            "bash", str(self.home / "bin" / "flink"), "run", "-d", "-m", f"127.0.0.1:{self.rest_port}",
+            "-pyexec", str(flink_python()), "-pyclientexec", str(flink_python()), "-py", str(script),
+        ]  # fmt: skip
+        if pyfiles:
+            cmd += ["-pyfs", ",".join(str(p) for p in pyfiles)]
+        cmd += list(args or [])
+        env = self._env(self.root / "jobmanager")
+        env["PATH"] = f"{flink_python().parent}:{env.get('PATH', '')}"
+        out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
+        for line in out.stdout.splitlines():
+            if "JobID" in line:
+                return line.split("JobID")[-1].strip()
+        raise FlinkClusterError(f"flink run {script} failed ({out.returncode}): {out.stdout[-2000:]}{out.stderr[-3000:]}")
+
+    def cancel_all(self) -> None:
+        """Cancel every running job."""
+        rest = self.rest(5.0)
+        for job in rest.get("/jobs").get("jobs", []):
+            if job["status"] not in ("FINISHED", "CANCELED", "FAILED"):
+                rest.patch(f"/jobs/{job['id']}?mode=cancel")
+
+    def stop(self) -> None:
+        """Stop every TaskManager and the JobManager started under ``root``."""
+        for node_id in self.local_taskmanagers():
+            try:
+                self.stop_taskmanager(node_id)
+            except FlinkClusterError:
+                pass
+        jm = self.root / "jobmanager"
+        if jm.exists():
+            self._script(jm, "jobmanager.sh", "stop")

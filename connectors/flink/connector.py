@@ -1,0 +1,94 @@
+"""The Flink connector of an Application (``engine: flink``): ``build_flink_connector`` and ``check_binding``.
+
+Settings (``autoscaler.schemas.connectors.FlinkSettings``): ``restUrl`` of the JobManager, the job by ``jobName``
+(newest running job with that name) or ``jobId``, ``vertices`` (operator -> operator name inside the job when it
+differs from the manifest's), ``applyTimeoutS``. Every operator of the manifest is bound to a job vertex;
+``check_binding`` reports the operators without a vertex of their own and lists the job's vertices.
+"""
+
+from __future__ import annotations
+
+from connectors.base import Connector, Deployment
+from connectors.flink.binding import BindingError, Vertex, resolve, vertices_of
+from connectors.flink.monitor import FlinkJob, FlinkMonitor
+from connectors.flink.realizer import FlinkRealizer
+from connectors.flink.rest import FlinkRest
+
+
+class FlinkConnector(Connector):
+    engine = "flink"
+
+    def __init__(self, job: FlinkJob, monitor: FlinkMonitor, realizer: FlinkRealizer) -> None:
+        self.job = job
+        self._monitor = monitor
+        self._realizer = realizer
+
+    @property
+    def monitor(self) -> FlinkMonitor:
+        return self._monitor
+
+    @property
+    def realizer(self) -> FlinkRealizer:
+        return self._realizer
+
+
+def _job(settings: dict, operators: list[str]) -> FlinkJob:
+    rest = FlinkRest(settings.get("restUrl", "http://127.0.0.1:8081"), float(settings.get("restTimeoutS", 5.0)))
+    names = {op: (settings.get("vertices") or {}).get(op, op) for op in operators}
+    return FlinkJob(rest, settings.get("jobName"), settings.get("jobId"), names)
+
+
+def build(
+    settings: dict,
+    operators: list[str],
+    streams: list[tuple[str, str]],
+    deployments: dict[str, Deployment],
+) -> FlinkConnector:
+    """A connector from plain values (settings as in the manifest, camelCase)."""
+    from policies.graph import source_to_sink_paths
+
+    job = _job(settings, operators)
+    targets = {t for _, t in streams}
+    sources = {op for op in operators if op not in targets}
+    monitor = FlinkMonitor(job, deployments, source_to_sink_paths(operators, streams), sources)
+    realizer = FlinkRealizer(job, deployments, float(settings.get("applyTimeoutS", 60.0)))
+    monitor.deployments = realizer.deployments  # the monitor reports what the realizer last applied
+    return FlinkConnector(job, monitor, realizer)
+
+
+def _application_parts(application) -> tuple[list[str], list[tuple[str, str]], dict[str, Deployment]]:
+    from connectors.factory import deployment_of
+
+    ops = list(application.operators.all().select_related("deployment"))
+    deployments: dict[str, Deployment] = {}
+    for op in ops:
+        dep = deployment_of(op)
+        if dep is not None:
+            deployments[op.name] = {t: int(n) for t, n in dep.replicas.items() if n > 0}
+    streams = [(s.source.name, s.target.name) for s in application.streams.select_related("source", "target")]
+    return [op.name for op in ops], streams, deployments
+
+
+def build_flink_connector(application) -> FlinkConnector:
+    """The connector of a stored ``autoscaler.models.Application`` whose engine is ``flink``."""
+    operators, streams, deployments = _application_parts(application)
+    return build(dict(application.connector or {}), operators, streams, deployments)
+
+
+def check_binding(application) -> dict[str, Vertex]:
+    """Resolve every operator of ``application`` to a vertex of its running job (operator -> vertex).
+
+    Raises ``BindingError`` (message lists the vertices that exist) for a missing or shared vertex, and
+    ``ConnectorError`` when the job cannot be found or reached."""
+    operators, _, _ = _application_parts(application)
+    return check_settings(dict(application.connector or {}), operators)
+
+
+def check_settings(settings: dict, operators: list[str]) -> dict[str, Vertex]:
+    """``check_binding`` from plain values (camelCase settings, operator names)."""
+    job = _job(settings, operators)
+    job_id = job.find()
+    return resolve(job.vertex_names, vertices_of(job.rest.job(job_id)))
+
+
+__all__ = ["BindingError", "FlinkConnector", "build", "build_flink_connector", "check_binding", "check_settings"]

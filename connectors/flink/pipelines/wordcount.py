@@ -1,0 +1,113 @@
+"""WordCount of paper 004 on PyFlink: sentences -> splitter (+ filter) -> counter -> top.
+
+Vertices (operator names, as a manifest names them): ``sentences`` (trace-driven source, parallelism 1),
+``splitter`` (sentence -> words, per-record cost; the stop-word ``filter`` is chained into it), ``counter``
+(keyed running count per word, per-record cost, state checkpointed) and ``top`` (top words; end-to-end latency
+gauges ``e2eLatencyMeanMs``/``e2eLatencyP95Ms``; parallelism 1).
+
+Run: ``flink run -d -py wordcount.py -pyfs trace_source.py,common.py -- --trace taxi.txt --step-s 2 ...``
+(``FlinkCluster.submit_python`` does it; see ``connectors.flink.jobs``).
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from common import (
+    RECORD,
+    CountsFile,
+    LatencyGauges,
+    TraceRecords,
+    environment,
+    options,
+    schedule_of,
+    spend,
+    ticks,
+)  # fmt: skip
+from pyflink.common import Types
+from pyflink.datastream import FlatMapFunction, KeyedProcessFunction, MapFunction, RuntimeContext
+from pyflink.datastream.state import ValueStateDescriptor
+from trace_source import is_stop_word, sentence
+
+WORD = Types.TUPLE([Types.STRING(), Types.LONG()])
+COUNT = Types.TUPLE([Types.STRING(), Types.LONG(), Types.LONG()])
+
+
+class Splitter(FlatMapFunction):
+    def __init__(self, cost_ms: float, kind: str) -> None:
+        self.cost_ms, self.kind = cost_ms, kind
+
+    def flat_map(self, value):
+        record, created = value
+        spend(self.cost_ms, self.kind)
+        for w in sentence(record).split():
+            yield w, created
+
+
+class Counter(KeyedProcessFunction):
+    """Running count per word (keyed ValueState): emits ``(word, count, created ms)``."""
+
+    def __init__(self, cost_ms: float, kind: str) -> None:
+        self.cost_ms, self.kind = cost_ms, kind
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.count = runtime_context.get_state(ValueStateDescriptor("count", Types.LONG()))
+
+    def process_element(self, value, ctx):
+        spend(self.cost_ms, self.kind)
+        n = (self.count.value() or 0) + 1
+        self.count.update(n)
+        yield value[0], n, value[1]
+
+
+class Top(MapFunction):
+    """Keeps the top-10 words by count; measures the end-to-end latency of every record."""
+
+    def __init__(self, counts_dir: str, window_s: float) -> None:
+        self.latency = LatencyGauges(window_s)
+        self.counts = CountsFile(counts_dir)
+        self.top: dict[str, int] = {}
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.latency.register(runtime_context)
+        self.counts.open(runtime_context.get_index_of_this_subtask())
+
+    def close(self) -> None:
+        self.counts.flush()
+
+    def map(self, value):
+        w, n, created = value
+        self.latency.observe(created)
+        self.counts.update(w, n)
+        self.top[w] = n
+        if len(self.top) > 50:
+            self.top = dict(heapq.nlargest(10, self.top.items(), key=lambda kv: kv[1]))
+        return 0
+
+
+def main() -> None:
+    args = options("WordCount (paper 004) driven by a rate trace")
+    env, t_env = environment(args)
+    schedule = schedule_of(args)
+    records = (
+        ticks(t_env, args, schedule)
+        .flat_map(TraceRecords(schedule), output_type=RECORD).name("sentences").set_parallelism(1)
+    )
+    words = (
+        records.rebalance()
+        .flat_map(Splitter(args.cost_ms, args.cost_kind), output_type=WORD).name("splitter")
+        .set_parallelism(args.parallelism)
+        .filter(lambda r: not is_stop_word(r[0])).name("filter").set_parallelism(args.parallelism)
+    )
+    counts = (
+        words.key_by(lambda r: r[0], key_type=Types.STRING())
+        .process(Counter(args.cost_ms, args.cost_kind), output_type=COUNT).name("counter")
+        .set_parallelism(args.parallelism)
+    )
+    counts.map(Top(args.counts_dir, args.latency_window_s), output_type=Types.INT()).name("top") \
+        .set_parallelism(1).filter(lambda _: False).print().name("discard")
+    env.execute(args.job_name or "wordcount")
+
+
+if __name__ == "__main__":
+    main()

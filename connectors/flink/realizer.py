@@ -1,0 +1,131 @@
+"""Apply per-vertex parallelism to a running Flink job through the adaptive scheduler's resource requirements.
+
+``apply(plan)``: parallelism of an operator = total replicas of its target deployment (node types are TaskManager
+profiles; Flink places subtasks on any free slot, so the mix of types is realised by the node provider, not per
+vertex). Steps:
+
+1. ``GET /jobs/:id/resource-requirements``, set ``upperBound`` = target parallelism (``lowerBound`` 1) of every
+   changed vertex, ``PUT`` it back;
+2. poll the job every ``POLL_S`` until every changed vertex reports its target parallelism and every vertex is
+   RUNNING; the downtime (s) is the time from the first poll that saw a vertex leave RUNNING (or the job leave
+   RUNNING) until all are RUNNING again;
+3. failure: the job came back RUNNING below the target with no free slot left (insufficient slots), or
+   ``timeout_s`` passed, or after ``SLOT_GRACE_S`` the target still exceeds the cluster's slots -> the previous requirements are PUT back and waited for (``rolled_back=True``,
+   ``ok=False``, the error names the vertices, targets, what was reached and the free/total slots).
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from typing import Any
+
+from connectors.base import ApplyResult, Deployment, Realizer, ScalingPlan
+from connectors.flink.monitor import FlinkJob, spread
+from connectors.flink.rest import FlinkRestError
+
+POLL_S = 0.2
+#: after this long (s) a target above the cluster's total slots is reported instead of waiting for the timeout
+SLOT_GRACE_S = 8.0
+
+
+class FlinkRealizer(Realizer):
+    def __init__(self, job: FlinkJob, deployments: dict[str, Deployment], timeout_s: float = 60.0) -> None:
+        self.job = job
+        self.deployments = {k: dict(v) for k, v in deployments.items()}
+        self.timeout_s = timeout_s
+
+    def current(self) -> dict[str, Deployment]:
+        _, _, bound = self.job.snapshot()
+        return {op: spread(self.deployments.get(op, {}), v.parallelism) for op, v in bound.items()}
+
+    def apply(self, plan: ScalingPlan) -> ApplyResult:
+        job_id, job, bound = self.job.snapshot()
+        targets: dict[str, int] = {}
+        for op, dep in plan.targets.items():
+            if op not in bound:
+                return ApplyResult(False, self.current(), error=f"operator {op!r} is not bound to a job vertex")
+            n = sum(int(x) for x in dep.values())
+            if n < 1:
+                return ApplyResult(False, self.current(), error=f"operator {op!r}: target parallelism {n} < 1")
+            targets[op] = n
+        before = self.job.rest.resource_requirements(job_id)
+        wanted = copy.deepcopy(before)
+        changed = {bound[op].id: n for op, n in targets.items() if bound[op].parallelism != n}
+        for vid, n in changed.items():
+            wanted[vid] = {"parallelism": {"lowerBound": 1, "upperBound": n}}
+        for op, dep in plan.targets.items():
+            self.deployments[op] = {t: int(x) for t, x in dep.items() if int(x) > 0}
+        if not changed:
+            return ApplyResult(True, self.current(), details={"job": job_id, "unchanged": True})
+        started = time.monotonic()
+        self.job.rest.set_resource_requirements(job_id, wanted)
+        ok, downtime, reached, why = self._await(job_id, changed, started + self.timeout_s)
+        details: dict[str, Any] = {"job": job_id, "targets": changed, "reached": reached,
+                                   "elapsed_s": round(time.monotonic() - started, 3)}  # fmt: skip
+        if ok:
+            return ApplyResult(True, self.current(), downtime_s=downtime, details=details)
+        names = {v.id: v.name for v in bound.values()}
+        error = "; ".join(
+            f"vertex {names.get(vid, vid)!r}: target parallelism {n}, reached {reached.get(vid)}"
+            for vid, n in changed.items()
+        ) + f" ({why})"
+        previous = {vid: int(before[vid]["parallelism"]["upperBound"]) for vid in changed}
+        self.job.rest.set_resource_requirements(job_id, before)
+        restored, back_down, _, _ = self._await(job_id, previous, time.monotonic() + self.timeout_s)
+        for op in plan.targets:
+            self.deployments[op] = spread(self.deployments.get(op, {}), bound[op].parallelism)
+        details.update(restored=restored, rollback_downtime_s=back_down)
+        return ApplyResult(
+            False, self.current(), downtime_s=downtime + back_down, error=error, rolled_back=True, details=details
+        )
+
+    def _await(self, job_id: str, targets: dict[str, int], deadline: float) -> tuple[bool, float, dict, str]:
+        """Poll until ``targets`` (vertex id -> parallelism) are reached with every vertex RUNNING.
+
+        Returns (ok, downtime s, vertex id -> parallelism reached, reason of a failure)."""
+        down_since: float | None = None
+        started = time.monotonic()
+        downtime = 0.0
+        reached: dict[str, int] = {}
+        restarted = False
+        while True:
+            now = time.monotonic()
+            try:
+                job = self.job.rest.job(job_id)
+            except FlinkRestError as exc:
+                job, why = {}, str(exc)
+            running = job.get("state") == "RUNNING" and all(
+                v.get("status") == "RUNNING" for v in job.get("vertices", [])
+            )
+            reached = {v["id"]: int(v["parallelism"]) for v in job.get("vertices", []) if v["id"] in targets}
+            if not running:
+                restarted = True
+                if down_since is None:
+                    down_since = now
+            elif down_since is not None:
+                downtime += now - down_since
+                down_since = None
+            if running and reached and all(reached.get(vid) == n for vid, n in targets.items()):
+                return True, downtime, reached, ""
+            if running and (restarted or now - started > SLOT_GRACE_S):
+                slots = self._slots()
+                needed = max(targets.values())
+                if slots and slots[1] < needed and (restarted or slots[0] == 0):
+                    why = f"insufficient slots: {needed} needed, {slots[1]} in the cluster ({slots[0]} free)"
+                    return False, downtime, reached, why
+            if now > deadline:
+                if down_since is not None:
+                    downtime += now - down_since
+                slots = self._slots()
+                why = f"timeout after {self.timeout_s:.0f} s; slots free/total {slots}"
+                return False, downtime, reached, why
+            time.sleep(POLL_S)
+
+    def _slots(self) -> tuple[int, int] | None:
+        try:
+            o = self.job.rest.get("/overview")
+            return int(o["slots-available"]), int(o["slots-total"])
+        except (FlinkRestError, KeyError):
+            return None
+

@@ -1,0 +1,77 @@
+"""A minimal client of the Flink JobManager REST API (stdlib ``urllib`` only)."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+from connectors.base import ConnectorError
+
+
+class FlinkRestError(ConnectorError):
+    """The REST API could not be reached or answered with an error (``status`` is the HTTP code, 0 if none)."""
+
+    def __init__(self, message: str, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class FlinkRest:
+    """JSON requests to ``base_url`` (e.g. ``http://127.0.0.1:8081``), each with ``timeout_s`` seconds."""
+
+    def __init__(self, base_url: str, timeout_s: float = 5.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout_s = timeout_s
+
+    def request(self, method: str, path: str, body: Any = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.base_url + path, data=data, method=method)
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+                raw = resp.read()
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode(errors="replace")[:500]
+            raise FlinkRestError(f"{method} {self.base_url}{path}: HTTP {exc.code} {detail}", exc.code) from exc
+        except (urllib.error.URLError, OSError) as exc:
+            raise FlinkRestError(f"{method} {self.base_url}{path}: {exc}") from exc
+        return json.loads(raw) if raw.strip() else {}
+
+    def get(self, path: str) -> Any:
+        return self.request("GET", path)
+
+    def put(self, path: str, body: Any) -> Any:
+        return self.request("PUT", path, body)
+
+    def patch(self, path: str) -> Any:
+        return self.request("PATCH", path)
+
+    # ---- job helpers ---------------------------------------------------------------------------------------
+    def jobs(self) -> list[dict[str, Any]]:
+        """Every job with id, name and state (``/jobs/overview``)."""
+        return list(self.get("/jobs/overview").get("jobs", []))
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        """Job details: ``state``, ``vertices`` (id, name, parallelism, status), ``timestamps``."""
+        return self.get(f"/jobs/{job_id}")
+
+    def vertex_metrics(self, job_id: str, vertex_id: str, names: list[str]) -> dict[str, dict[str, float]]:
+        """Subtask-aggregated metrics of a vertex: name -> {min, max, avg, sum} (missing names left out)."""
+        rows = self.get(f"/jobs/{job_id}/vertices/{vertex_id}/subtasks/metrics?get={','.join(names)}")
+        out: dict[str, dict[str, float]] = {}
+        for row in rows or []:
+            out[row["id"]] = {k: float(v) for k, v in row.items() if k in ("min", "max", "avg", "sum")}
+        return out
+
+    def vertex_metric_names(self, job_id: str, vertex_id: str) -> list[str]:
+        """Names of the metrics the vertex's subtasks expose."""
+        return [row["id"] for row in self.get(f"/jobs/{job_id}/vertices/{vertex_id}/subtasks/metrics") or []]
+
+    def resource_requirements(self, job_id: str) -> dict[str, Any]:
+        return self.get(f"/jobs/{job_id}/resource-requirements")
+
+    def set_resource_requirements(self, job_id: str, requirements: dict[str, Any]) -> None:
+        self.put(f"/jobs/{job_id}/resource-requirements", requirements)

@@ -1,0 +1,66 @@
+"""Flink connector pieces that need no cluster: vertex resolution, settings validation, the trace schedule."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from autoscaler.schemas.connectors import validate_connector
+from connectors.flink.binding import BindingError, Vertex, resolve
+from connectors.flink.monitor import spread
+from connectors.flink.pipelines.trace_source import Schedule, expected_counts, is_stop_word, sentence
+
+VERTICES = [
+    Vertex("a1", "Source: ticks[1] -> TableToDataStream -> sentences", 1),
+    Vertex("b2", "splitter, filter, _stream_key_by_map_operator", 2),
+    Vertex("c3", "counter", 2),
+    Vertex("d4", "top, Filter -> Sink: discard", 1),
+]
+
+
+def test_operators_resolve_to_the_vertex_that_chains_them():
+    found = resolve({"sentences": "sentences", "split": "splitter", "counter": "counter"}, VERTICES)
+    assert {op: v.id for op, v in found.items()} == {"sentences": "a1", "split": "b2", "counter": "c3"}
+    assert VERTICES[0].operators == ["ticks", "TableToDataStream", "sentences"]
+
+
+def test_missing_vertex_is_rejected_with_the_list_of_vertices():
+    with pytest.raises(BindingError) as err:
+        resolve({"counter": "counter", "joiner": "joiner"}, VERTICES)
+    msg = str(err.value)
+    assert "operator 'joiner': no job vertex contains an operator named 'joiner'" in msg
+    assert "'counter'" not in msg.split(". Vertices")[0]
+    assert err.value.vertices == [v.name for v in VERTICES]
+    assert "splitter, filter, _stream_key_by_map_operator" in msg
+
+
+def test_operators_chained_into_one_vertex_cannot_be_scaled_apart():
+    with pytest.raises(BindingError, match=r"\['filter', 'splitter'\] are chained into the same vertex"):
+        resolve({"splitter": "splitter", "filter": "filter"}, VERTICES)
+
+
+def test_flink_settings_validate_and_name_the_bad_field():
+    settings, errors = validate_connector("flink", {"restUrl": "http://127.0.0.1:9", "jobName": "wc"})
+    assert not errors and settings["applyTimeoutS"] == 60.0 and settings["vertices"] == {}
+    _, errors = validate_connector("flink", {"jobId": "not-an-id", "applyTimeoutS": 0})
+    locs = {e.loc for e in errors}
+    assert locs == {"spec.connector.jobId", "spec.connector.applyTimeoutS"}, errors
+
+
+def test_deployment_is_kept_when_parallelism_matches_else_reported_under_its_main_type():
+    assert spread({"vm.small": 1, "vm.large": 2}, 3) == {"vm.small": 1, "vm.large": 2}
+    assert spread({"vm.small": 1, "vm.large": 2}, 5) == {"vm.large": 5}
+    assert spread({}, 2) == {"slot": 2}
+
+
+def test_trace_schedule_emits_the_trace_rates_exactly_and_deterministically():
+    s = Schedule([10.0, 40.0, 0.0, 25.0], step_s=2.0, rate_scale=0.5, ticks_per_s=10.0)
+    per_step = [sum(s.count(i) for i in range(k * 20, (k + 1) * 20)) for k in range(4)]
+    assert per_step == [10, 40, 0, 25]  # rate x scale x step_s records per step
+    assert s.first_index(80) == 75 and math.isclose(s.cumulative(3.0), 10 + 20 * 1.0)
+    assert sentence(7) == sentence(7) and len(sentence(7).split()) == 5
+    counts = expected_counts(s, 80)
+    assert sum(counts.values()) == sum(
+        1 for r in range(75) for w in sentence(r).split() if not is_stop_word(w)
+    )
