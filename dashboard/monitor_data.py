@@ -1,0 +1,202 @@
+"""The application dashboard's data: rollup rows of a time range, derived series, downsampled for the charts.
+
+Every series ships at most ``max_points`` points (default 2000): lines with LTTB (shape and extremes kept),
+stacked areas reduced per bucket on one shared x axis, violations as merged intervals. Times are sent as
+milliseconds since the epoch (plotly date axes).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from django.urls import reverse
+
+from autoscaler.control.models import Decision
+from autoscaler.models import Application
+from dashboard import monitor_rollup, series
+
+RANGES_S: dict[str, float | None] = {"hour": 3600.0, "day": 86400.0, "week": 7 * 86400.0, "all": None}
+MAX_POINTS = 2000
+MAX_EVENTS = 1000
+#: sliding window of the budget burn-down (periods), as the control plane's aggregates
+WINDOW_PERIODS = 60
+GRANTED = (
+    Decision.Outcome.APPLIED,
+    Decision.Outcome.APPLYING,
+    Decision.Outcome.DRY_RUN,
+    Decision.Outcome.FAILED,
+    Decision.Outcome.ROLLED_BACK,
+)
+
+
+def clean(values: np.ndarray, digits: int = 4) -> list[float | None]:
+    """JSON-ready list: rounded to ``digits`` significant digits, non-finite -> None."""
+    v = np.asarray(values, dtype=float)
+    out: list[float | None] = []
+    finite = np.isfinite(v)
+    if finite.any():
+        mag = np.floor(np.log10(np.abs(np.where(finite & (v != 0), v, 1.0))))
+        scale = 10.0 ** (digits - 1 - mag)
+        v = np.where(finite, np.round(v * scale) / scale, v)
+    for x, ok in zip(v.tolist(), finite.tolist(), strict=True):
+        out.append(x if ok else None)
+    return out
+
+
+def ms(times: np.ndarray) -> list[int]:
+    return (np.asarray(times, dtype=float) * 1000.0).round().astype(np.int64).tolist()
+
+
+def resolve_range(
+    app: Application, name: str, start: float | None, end: float | None
+) -> tuple[float | None, float | None, float | None]:
+    """(start, end, last) in s. ``name`` picks the last hour/day/week/all of the recorded data (ending at the
+    latest period); explicit ``start``/``end`` (s, from a zoom) win."""
+    bounds = monitor_rollup.time_bounds(app)
+    last = bounds[1] if bounds else None
+    if start is not None or end is not None:
+        return start, end, last
+    span = RANGES_S[name]
+    if span is None or last is None:
+        return None, None, last
+    return last - span, last, last
+
+
+def _cum_fraction(flags: np.ndarray) -> np.ndarray:
+    """Running fraction of true flags since the first sample (NaN = not counted)."""
+    ok = np.isfinite(flags)
+    num = np.cumsum(np.where(ok, flags, 0.0))
+    den = np.cumsum(ok)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / np.maximum(den, 1), np.nan)
+
+
+def _window_fraction(flags: np.ndarray, w: int) -> np.ndarray:
+    ok = np.isfinite(flags)
+    num = np.cumsum(np.where(ok, flags, 0.0))
+    den = np.cumsum(ok).astype(float)
+    num_w = num - np.concatenate((np.zeros(w), num[:-w])) if len(num) > w else num
+    den_w = den - np.concatenate((np.zeros(w), den[:-w])) if len(den) > w else den
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den_w > 0, num_w / np.maximum(den_w, 1), np.nan)
+
+
+def dashboard_data(
+    app: Application,
+    range_name: str = "day",
+    start: float | None = None,
+    end: float | None = None,
+    max_points: int = MAX_POINTS,
+    refresh: bool = True,
+) -> dict[str, Any]:
+    """Everything the dashboard's charts draw (see the module doc); ``refresh`` rolls up new ticks first."""
+    if refresh:
+        monitor_rollup.catch_up(app)
+    start, end, last = resolve_range(app, range_name, start, end)
+    frame = monitor_rollup.load(app, start, end)
+    n = len(frame)
+    t = frame.times
+    period_s = float(np.median(np.diff(t))) if n > 1 else float(app.om_period_s)
+    out: dict[str, Any] = {
+        "application": app.name,
+        "range": range_name,
+        "start": None if start is None else start * 1000.0,
+        "end": None if end is None else end * 1000.0,
+        "lastMs": None if last is None else last * 1000.0,
+        "rows": n,
+        "maxPoints": max_points,
+        "periodS": period_s,
+        "rMaxMs": app.r_max_ms,
+        "etaV": app.eta_v,
+        "etaR": app.eta_r,
+    }
+    if n == 0:
+        out.update(empty=True, events=[])
+        return out
+    out["empty"] = False
+    # lines: LTTB
+    for key, col in (("rate", "rate"), ("capacity", "capacity"), ("rt", "rt_ms")):
+        y = frame.col(col)
+        if key == "rt":
+            y = np.where(np.isinf(y), np.nan, y)
+        x_s, y_s = series.lttb(t, y, max_points)
+        out[key] = {"x": ms(x_s), "y": clean(y_s)}
+    violated = frame.col("violated")
+    out["violations"] = [[a * 1000.0, b * 1000.0] for a, b in series.runs(t, violated == 1.0, period_s)]
+    out["violatedPeriods"] = int(np.nansum(violated))
+    # budget burn-down: running and sliding-window fractions vs eta
+    reconf = frame.col("reconfigured")
+    burn = np.column_stack(
+        [
+            _cum_fraction(violated),
+            _cum_fraction(reconf),
+            _window_fraction(violated, WINDOW_PERIODS),
+            _window_fraction(reconf, WINDOW_PERIODS),
+        ]
+    )
+    bx, by = series.bucket_reduce(t, burn, max_points, "last")
+    out["burn"] = {
+        "x": ms(bx),
+        "violation": clean(by[:, 0]),
+        "reconfiguration": clean(by[:, 1]),
+        "violationWindow": clean(by[:, 2]),
+        "reconfigurationWindow": clean(by[:, 3]),
+        "window": WINDOW_PERIODS,
+    }
+    # cost per hour and cumulative cost by node type
+    type_cols = frame.prefixed("cost:")
+    types = [c.split(":", 1)[1] for c in type_cols]
+    costs = np.column_stack([frame.col(c) for c in type_cols]) if type_cols else np.zeros((n, 0))
+    per_hour = costs * 3600.0 / period_s
+    cumulative = np.cumsum(np.nan_to_num(costs), axis=0)
+    cx, cy = series.bucket_reduce(t, per_hour, max_points, "mean")
+    _, cum = series.bucket_reduce(t, cumulative, max_points, "last")
+    out["cost"] = {
+        "x": ms(cx),
+        "types": types,
+        "perHour": {ty: clean(cy[:, j]) for j, ty in enumerate(types)},
+        "cumulative": {ty: clean(cum[:, j]) for j, ty in enumerate(types)},
+        "total": float(np.nansum(costs)),
+    }
+    # replicas per operator stacked by node type (peak per bucket)
+    rep_cols = frame.prefixed("replicas:")
+    reps = np.column_stack([frame.col(c) for c in rep_cols]) if rep_cols else np.zeros((n, 0))
+    keep = [j for j in range(reps.shape[1]) if np.nanmax(np.nan_to_num(reps[:, j])) > 0]
+    rx, ry = series.bucket_reduce(t, reps[:, keep], max_points, "max")
+    out["replicas"] = {
+        "x": ms(rx),
+        "series": [
+            {"operator": rep_cols[j].split(":")[1], "type": rep_cols[j].split(":")[2], "y": clean(ry[:, i])}
+            for i, j in enumerate(keep)
+        ],
+    }
+    out["events"] = scaling_events(app, float(t[0]), float(t[-1]))
+    return out
+
+
+def scaling_events(app: Application, start_s: float, end_s: float) -> list[dict[str, Any]]:
+    """Granted and denied scaling proposals in ``[start_s, end_s]`` (newest ``MAX_EVENTS``), with their links."""
+    period = float(app.om_period_s)
+    lo, hi = math.floor(start_s / period) - 1, math.ceil(end_s / period) + 1
+    rows = list(
+        Decision.objects.filter(application=app, slot__gte=lo, slot__lte=hi)
+        .filter(outcome__in=[*GRANTED, Decision.Outcome.DENIED])
+        .order_by("-slot")
+        .values_list(
+            "id", "slot", "tick__period_s", "outcome", "operator__name", "proposal__explanation__action"
+        )[:MAX_EVENTS]
+    )
+    base = reverse("dashboard:decision-detail", args=[0])[: -len("0/")]
+    return [
+        {
+            "t": slot * p * 1000.0,
+            "id": pk,
+            "outcome": outcome,
+            "operator": op,
+            "action": action or "",
+            "url": f"{base}{pk}/",
+        }
+        for pk, slot, p, outcome, op, action in reversed(rows)
+    ]

@@ -1,0 +1,301 @@
+"""Per-day rollups of an application's observed periods (``SeriesChunk``), built incrementally from the control
+plane's ledger (``Tick.metrics``) and decision log (``Decision``), and read back as numpy arrays.
+
+One row per finished tick, at time ``slot * period_s`` (s since the epoch, the end of the observed period).
+Columns (units):
+
+- ``rate``: source rate entering the first scaled operators (tuples/s; the largest over them, as the AM's BO
+  reads it); ``capacity``: the largest source rate the deployment in place sustains (tuples/s): the minimum
+  over scaled operators of capacity / rate gain, capacity measured as processing rate / utilisation when the
+  utilisation is >= 5 %, else from the operator's queue model;
+- ``rt_ms``: end-to-end response time (worst path, ms; inf when an operator is unstable);
+- ``violated``, ``reconfigured``, ``no_data``: 0/1 flags (``violated`` NaN in a no-data period);
+- ``cost``: resource cost of the period (currency); ``cost:<type>``: its share per node type;
+- ``replicas:<operator>:<type>``: replicas in place during the period;
+- ``agent_cost:<operator>``: the OM's weighted cost of the period (w_perf, w_res, w_rcf over its cost terms).
+
+:func:`catch_up` is idempotent and cheap when nothing is new (one indexed query); the pages call it before
+reading, so the rollup is never more than one page load behind the ledger.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import numpy as np
+from django.db import transaction
+
+from autoscaler.control.models import Decision, Tick
+from autoscaler.models import Application
+from dashboard.models import SeriesChunk
+
+DAY_S = 86400.0
+BATCH_TICKS = 2000
+#: a tick left running/applying longer than this is not waited for (a crashed worker; the dispatcher retries)
+STALE_PENDING_S = 3600.0
+BASE_COLUMNS = ("rate", "capacity", "rt_ms", "violated", "reconfigured", "no_data", "cost")
+
+
+def _static(app: Application) -> dict[str, Any]:
+    """What the rollup needs from the definitions: managed operators, their rate gains, queue models, prices."""
+    from autoscaler.control.am import managed_application
+    from autoscaler.control.topology import DEFAULT_SERVICE_S, topology
+    from policies.model import QueueModel
+
+    topo = topology(app)
+    names = [op.name for op in topo.operators]
+    gains = managed_application(topo).rate_gains() if names else np.zeros(0)
+    roots = [n for n, g in zip(names, gains, strict=True) if g == 1.0] or names[:1]
+    models = {}
+    for op in topo.operators:
+        mean = op.service_time_ms / 1000.0 if op.service_time_ms else DEFAULT_SERVICE_S
+        models[op.name] = QueueModel(mean, mean * mean / 2.0)
+    return {
+        "names": names,
+        "ids": {op.pk: op.name for op in topo.operators},
+        "gains": dict(zip(names, (float(g) for g in gains), strict=True)),
+        "roots": roots,
+        "models": models,
+        "types": topo.type_names,
+        "prices": {t.name: float(t.price) for t in topo.node_types},
+        "speedups": {t.name: float(t.speedup) for t in topo.node_types},
+        "r_max_ms": float(app.r_max_ms),
+    }
+
+
+def _row(tick: dict[str, Any], decisions: list[tuple], st: dict[str, Any]) -> dict[str, float]:
+    """The rollup row of one tick (column -> value)."""
+    period_s = float(tick["period_s"])
+    metrics = tick["metrics"] or {}
+    ops = metrics.get("operators") or {}
+    no_data = tick["status"] != Tick.Status.DONE
+    row: dict[str, float] = {"no_data": float(no_data)}
+    rates = [ops.get(r, {}).get("input_rate") for r in st["roots"]]
+    rates = [float(v) for v in rates if v is not None]
+    row["rate"] = max(rates) if rates else math.nan
+    paths = metrics.get("path_response_time_s") or {}
+    if paths:
+        worst = max((math.inf if v is None else float(v)) for v in paths.values())
+        row["rt_ms"] = worst * 1000.0
+    else:
+        row["rt_ms"] = math.nan
+    caps = []
+    any_violated = any_reconf = False
+    cost = 0.0
+    by_type = dict.fromkeys(st["types"], 0.0)
+    for op_id, deployment, res_cost, violated, reconfigured, terms, weights in decisions:
+        name = st["ids"].get(op_id)
+        if name is None:
+            continue
+        dep = {t: int(n) for t, n in (deployment or {}).items()}
+        any_violated |= bool(violated)
+        any_reconf |= bool(reconfigured)
+        cost += float(res_cost or 0.0)
+        for t, n in dep.items():
+            if t in by_type:
+                by_type[t] += n * st["prices"][t] * period_s / 3600.0
+            row[f"replicas:{name}:{t}"] = float(n)
+        for t in st["types"]:
+            row.setdefault(f"replicas:{name}:{t}", 0.0)
+        if terms and weights:
+            row[f"agent_cost:{name}"] = sum(
+                float(weights.get(k, 0.0)) * float(terms.get(k) or 0.0) for k in ("perf", "res", "rcf")
+            )
+        m = ops.get(name) or {}
+        util, proc = m.get("utilisation"), m.get("processing_rate")
+        if util is not None and proc is not None and util >= 0.05:
+            cap = float(proc) / float(util)
+        elif dep:
+            k = np.array([dep.get(t, 0) for t in st["types"]])
+            s = np.array([st["speedups"][t] for t in st["types"]])
+            cap = float(st["models"][name].capacity(k, s))
+        else:
+            cap = math.nan
+        gain = st["gains"].get(name) or 1.0
+        if math.isfinite(cap):
+            caps.append(cap / gain)
+    row["capacity"] = min(caps) if caps else math.nan
+    if no_data:
+        row["violated"] = math.nan
+    elif paths:
+        row["violated"] = float(any(v is None or v * 1000.0 > st["r_max_ms"] for v in paths.values()))
+    else:
+        row["violated"] = float(any_violated)
+    row["reconfigured"] = float(any_reconf)
+    row["cost"] = cost
+    for t, c in by_type.items():
+        row[f"cost:{t}"] = c
+    return row
+
+
+def _last_time(app: Application) -> float:
+    v = (
+        SeriesChunk.objects.filter(application=app)
+        .order_by("-day")
+        .values_list("last_time", flat=True)
+        .first()
+    )
+    return -math.inf if v is None else float(v)
+
+
+def _ticks_after(app: Application, last_time: float, limit: int) -> list[dict[str, Any]]:
+    """Finished ticks after ``last_time``, oldest first, stopping before a recent still-pending tick."""
+    period = float(app.om_period_s)
+    lo = -(2**62) if not math.isfinite(last_time) else int(last_time // period) - 1
+    rows = list(
+        Tick.objects.filter(application=app, slot__gt=lo)
+        .order_by("slot")
+        .values("id", "slot", "period_s", "status", "metrics", "created_at")[: limit + 1]
+    )
+    out = []
+    now = time.time()
+    for r in rows[:limit]:
+        t = r["slot"] * r["period_s"]
+        if t <= last_time:
+            continue
+        if r["status"] in (Tick.Status.RUNNING, Tick.Status.APPLYING):
+            if now - r["created_at"].timestamp() < STALE_PENDING_S:
+                break
+            continue
+        out.append(r)
+    return out
+
+
+def catch_up(app: Application, max_ticks: int | None = None) -> int:
+    """Roll up every finished tick newer than the rollup (at most ``max_ticks``); returns the rows added."""
+    added = 0
+    st: dict[str, Any] | None = None
+    while max_ticks is None or added < max_ticks:
+        last = _last_time(app)
+        batch = _ticks_after(app, last, BATCH_TICKS)
+        if not batch:
+            break
+        if max_ticks is not None:
+            batch = batch[: max_ticks - added]
+        st = st or _static(app)
+        by_tick: dict[int, list[tuple]] = {}
+        for d in Decision.objects.filter(tick_id__in=[t["id"] for t in batch]).values_list(
+            "tick_id",
+            "operator_id",
+            "deployment",
+            "resource_cost",
+            "violated",
+            "reconfigured",
+            "proposal__explanation__last_period_cost_terms",
+            "proposal__explanation__weights",
+        ):
+            by_tick.setdefault(d[0], []).append(d[1:])
+        times = np.array([t["slot"] * t["period_s"] for t in batch], dtype=float)
+        rows = [_row(t, by_tick.get(t["id"], []), st) for t in batch]
+        _append(app, times, rows)
+        added += len(batch)
+        if len(batch) < BATCH_TICKS:
+            break
+    return added
+
+
+def _append(app: Application, times: np.ndarray, rows: list[dict[str, float]]) -> None:
+    days = np.floor(times / DAY_S).astype(np.int64)
+    with transaction.atomic():
+        for day in np.unique(days):
+            sel = np.flatnonzero(days == day)
+            chunk, _ = SeriesChunk.objects.select_for_update().get_or_create(application=app, day=int(day))
+            columns = list(chunk.columns or BASE_COLUMNS)
+            for i in sel:
+                for c in rows[i]:
+                    if c not in columns:
+                        columns.append(c)
+            old_t, old_v = unpack(chunk)
+            if old_v.shape[1] < len(columns):
+                old_v = np.hstack([old_v, np.full((old_v.shape[0], len(columns) - old_v.shape[1]), np.nan)])
+            col_index = {c: j for j, c in enumerate(columns)}
+            new_v = np.full((len(sel), len(columns)), np.nan, dtype=np.float32)
+            for r, i in enumerate(sel):
+                for c, v in rows[i].items():
+                    new_v[r, col_index[c]] = v
+            all_t = np.concatenate([old_t, times[sel]])
+            all_v = np.vstack([old_v.astype(np.float32), new_v])
+            chunk.columns = columns
+            chunk.times = all_t.astype(np.float64).tobytes()
+            chunk.values = np.ascontiguousarray(all_v, dtype=np.float32).tobytes()
+            chunk.n_rows = len(all_t)
+            chunk.last_time = float(all_t.max())
+            chunk.save()
+
+
+def unpack(chunk: SeriesChunk) -> tuple[np.ndarray, np.ndarray]:
+    """``(times, values)`` of a chunk (float64 seconds, float32 rows x columns)."""
+    return _unpack(chunk.columns or [], chunk.times, chunk.values)
+
+
+def _unpack(columns: list[str], times: Any, values: Any) -> tuple[np.ndarray, np.ndarray]:
+    t = np.frombuffer(bytes(times or b""), dtype=np.float64)
+    v = np.frombuffer(bytes(values or b""), dtype=np.float32)
+    n_cols = max(len(columns), 1)
+    return t, v.reshape(len(t), n_cols) if len(t) else np.zeros((0, len(columns)), dtype=np.float32)
+
+
+class Frame:
+    """Rollup rows of a time range: ``times`` (s, increasing), ``values`` (rows x columns, float64)."""
+
+    def __init__(self, times: np.ndarray, columns: list[str], values: np.ndarray) -> None:
+        self.times, self.columns, self.values = times, columns, values
+        self._index = {c: j for j, c in enumerate(columns)}
+
+    def __len__(self) -> int:
+        return len(self.times)
+
+    def has(self, column: str) -> bool:
+        return column in self._index
+
+    def col(self, column: str) -> np.ndarray:
+        j = self._index.get(column)
+        return self.values[:, j] if j is not None else np.full(len(self.times), np.nan)
+
+    def prefixed(self, prefix: str) -> list[str]:
+        return [c for c in self.columns if c.startswith(prefix)]
+
+
+def load(app: Application, start: float | None = None, end: float | None = None) -> Frame:
+    """Rows with ``start <= time <= end`` (s since the epoch; None = unbounded)."""
+    qs = SeriesChunk.objects.filter(application=app)
+    if start is not None and math.isfinite(start):
+        qs = qs.filter(day__gte=int(start // DAY_S))
+    if end is not None and math.isfinite(end):
+        qs = qs.filter(day__lte=int(end // DAY_S))
+    parts = list(qs.order_by("day").values_list("columns", "times", "values"))
+    columns: list[str] = []
+    for cols, _, _ in parts:
+        for c in cols:
+            if c not in columns:
+                columns.append(c)
+    index = {c: j for j, c in enumerate(columns)}
+    ts, vs = [], []
+    for cols, times, values in parts:
+        t, v = _unpack(cols, times, values)
+        if list(cols) == columns:
+            vs.append(v)
+        else:
+            full = np.full((len(t), len(columns)), np.nan, dtype=np.float32)
+            full[:, [index[c] for c in cols]] = v
+            vs.append(full)
+        ts.append(t)
+    if not ts:
+        return Frame(np.zeros(0), columns, np.zeros((0, len(columns))))
+    times = np.concatenate(ts)
+    values = np.vstack(vs).astype(np.float64)
+    lo = 0 if start is None else int(np.searchsorted(times, start, side="left"))
+    hi = len(times) if end is None else int(np.searchsorted(times, end, side="right"))
+    return Frame(times[lo:hi], columns, values[lo:hi])
+
+
+def time_bounds(app: Application) -> tuple[float, float] | None:
+    """(first, last) rolled-up time of the application (s), None when nothing is recorded."""
+    rows = SeriesChunk.objects.filter(application=app, n_rows__gt=0)
+    first = rows.order_by("day").values_list("times", flat=True).first()
+    last = rows.order_by("-day").values_list("last_time", flat=True).first()
+    if first is None or last is None:
+        return None
+    return float(np.frombuffer(bytes(first)[:8], dtype=np.float64)[0]), float(last)

@@ -1,0 +1,144 @@
+"""Server-side downsampling of time series for the charts (pure numpy, no Django).
+
+- :func:`lttb`: Largest-Triangle-Three-Buckets (Steinarsson 2013): keeps the visual shape of one line, including
+  its extremes, with ``n_out`` points; x and y keep their units (x: seconds, y: whatever the series measures).
+- :func:`minmax`: per bucket the minimum and the maximum in time order (2 points per bucket): every extreme kept.
+- :func:`bucket_reduce`: several series sharing one x axis (stacked areas) reduced per bucket with ``mean``,
+  ``max`` or ``last``; the x of a bucket is its first sample's x.
+
+Non-finite values (NaN = no data) are allowed: LTTB and minmax skip them inside a bucket, a bucket of only NaN
+yields NaN (a gap in the chart).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+DEFAULT_POINTS = 2000
+
+
+def _edges(n: int, n_buckets: int) -> np.ndarray:
+    """Bucket boundaries (indices) splitting ``range(n)`` into ``n_buckets`` nearly equal buckets."""
+    return np.linspace(0, n, n_buckets + 1).round().astype(np.int64)
+
+
+def lttb(x: np.ndarray, y: np.ndarray, n_out: int = DEFAULT_POINTS) -> tuple[np.ndarray, np.ndarray]:
+    """Downsample ``(x, y)`` (x increasing) to at most ``n_out`` points with LTTB; first and last points kept.
+
+    Returns ``(x, y)`` of the selected samples (a copy when no reduction is needed)."""
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    n = len(x)
+    if n_out < 3 or n <= n_out:
+        return x.copy(), y.copy()
+    finite = np.isfinite(y)
+    y_f = np.where(finite, y, 0.0)
+    edges = _edges(n - 2, n_out - 2) + 1  # inner buckets over indices 1 .. n-2
+    # averages of the next bucket, computed once for all buckets (NaN ignored)
+    csum_x = np.concatenate(([0.0], np.cumsum(x)))
+    csum_y = np.concatenate(([0.0], np.cumsum(y_f)))
+    csum_c = np.concatenate(([0], np.cumsum(finite)))
+    nxt_lo = np.append(edges[1:-1], n - 1)
+    nxt_hi = np.append(edges[2:], n)
+    cnt = csum_c[nxt_hi] - csum_c[nxt_lo]
+    avg_x = (csum_x[nxt_hi] - csum_x[nxt_lo]) / np.maximum(nxt_hi - nxt_lo, 1)
+    avg_y = np.where(cnt > 0, (csum_y[nxt_hi] - csum_y[nxt_lo]) / np.maximum(cnt, 1), np.nan)
+    out = np.empty(n_out, dtype=np.int64)
+    out[0], out[-1] = 0, n - 1
+    a = 0
+    for i in range(n_out - 2):
+        lo, hi = edges[i], edges[i + 1]
+        if hi <= lo:
+            out[i + 1] = lo
+            continue
+        ax, ay = x[a], y_f[a]
+        bx, by = avg_x[i], avg_y[i]
+        seg_x, seg_y = x[lo:hi], y[lo:hi]
+        if not np.isfinite(by):
+            by = ay
+        area = np.abs((ax - bx) * (seg_y - ay) - (ax - seg_x) * (by - ay))
+        area = np.where(np.isfinite(area), area, -1.0)
+        j = lo + int(np.argmax(area))
+        out[i + 1] = j
+        a = j
+    return x[out], y[out]
+
+
+def minmax(x: np.ndarray, y: np.ndarray, n_out: int = DEFAULT_POINTS) -> tuple[np.ndarray, np.ndarray]:
+    """Downsample to at most ``n_out`` points: the minimum and the maximum of each of ``n_out // 2`` buckets,
+    in time order (NaN ignored; an all-NaN bucket gives one NaN point)."""
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    n = len(x)
+    if n <= n_out or n_out < 2:
+        return x.copy(), y.copy()
+    nb = n_out // 2
+    edges = _edges(n, nb)
+    idx: list[int] = []
+    for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+        if hi <= lo:
+            continue
+        seg = y[lo:hi]
+        if not np.isfinite(seg).any():
+            idx.append(lo)
+            continue
+        i_min = lo + int(np.nanargmin(seg))
+        i_max = lo + int(np.nanargmax(seg))
+        idx.extend(sorted({i_min, i_max}))
+    sel = np.array(idx, dtype=np.int64)
+    return x[sel], y[sel]
+
+
+def bucket_reduce(
+    x: np.ndarray, ys: np.ndarray, n_out: int = DEFAULT_POINTS, how: str = "mean"
+) -> tuple[np.ndarray, np.ndarray]:
+    """Reduce series ``ys`` (shape ``(n, m)``: m series over one x axis) to at most ``n_out`` rows.
+
+    ``how``: ``mean`` (NaN ignored), ``max`` (NaN ignored) or ``last`` (the bucket's last row). Vectorised with
+    ``np.add.reduceat`` / ``np.maximum.reduceat``: O(n m)."""
+    x = np.asarray(x, dtype=float)
+    ys = np.asarray(ys, dtype=float)
+    if ys.ndim == 1:
+        ys = ys[:, None]
+    n = len(x)
+    if n <= n_out or n_out < 1:
+        return x.copy(), ys.copy()
+    edges = _edges(n, n_out)
+    starts = np.unique(edges[:-1][edges[:-1] < n])
+    if how == "last":
+        ends = np.append(starts[1:], n) - 1
+        return x[starts], ys[ends]
+    finite = np.isfinite(ys)
+    if how == "mean":
+        sums = np.add.reduceat(np.where(finite, ys, 0.0), starts, axis=0)
+        counts = np.add.reduceat(finite.astype(np.int64), starts, axis=0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+        return x[starts], out
+    if how == "max":
+        out = np.maximum.reduceat(np.where(finite, ys, -np.inf), starts, axis=0)
+        return x[starts], np.where(np.isfinite(out), out, np.nan)
+    raise ValueError(f"how: must be mean, max or last, got {how!r}")
+
+
+def runs(x: np.ndarray, flags: np.ndarray, step: float, max_runs: int = 300) -> list[tuple[float, float]]:
+    """Intervals ``[start, end)`` (x units) where ``flags`` is true; each sample covers ``[x, x + step)``.
+
+    When there are more than ``max_runs`` intervals, gaps shorter than needed are closed (neighbouring runs
+    merged) until at most ``max_runs`` remain, so shading stays cheap to draw."""
+    x = np.asarray(x, dtype=float)
+    f = np.asarray(flags, dtype=bool)
+    if not f.any():
+        return []
+    d = np.diff(np.concatenate(([0], f.astype(np.int8), [0])))
+    starts = x[np.flatnonzero(d == 1)]
+    end_idx = np.flatnonzero(d == -1) - 1
+    ends = x[end_idx] + step
+    if len(starts) > max_runs:
+        gaps = starts[1:] - ends[:-1]
+        # keep the (max_runs - 1) largest gaps, merge across the others
+        keep = np.sort(np.argsort(gaps)[::-1][: max_runs - 1])
+        new_starts = np.concatenate(([starts[0]], starts[keep + 1]))
+        new_ends = np.concatenate((ends[keep], [ends[-1]]))
+        starts, ends = new_starts, new_ends
+    return [(float(a), float(b)) for a, b in zip(starts, ends, strict=True)]

@@ -1,0 +1,178 @@
+/* Application dashboard: fetches the downsampled series and draws six charts on one shared, zoomable time axis. */
+(function () {
+  "use strict";
+  var el = document.getElementById("charts");
+  if (!el || !window.Plotly) { return; }
+  var url = el.dataset.url;
+  var range = el.dataset.range;
+  var zoom = null;            // [startMs, endMs] while zoomed in
+  var busy = false;
+  var statusEl = document.getElementById("chart-status");
+  var ROWS = [
+    {key: "rate", title: "Input rate and processing capacity (tuples/s)"},
+    {key: "rt", title: "End-to-end response time vs R_max (ms); violations shaded"},
+    {key: "burn", title: "Budget burn-down: violation / reconfiguration fraction vs η_V / η_R"},
+    {key: "cost", title: "Cost per hour by node type (currency/h)"},
+    {key: "cum", title: "Cumulative cost by node type (currency)"},
+    {key: "reps", title: "Replicas per operator, stacked by node type"}
+  ];
+  var GAP = 0.035, H = (1 - GAP * (ROWS.length - 1)) / ROWS.length;
+  var PALETTE = ["#0b5cad", "#d1495b", "#edae49", "#00798c", "#30638e", "#66a182", "#8d6a9f", "#c96c3c",
+                 "#3d405b", "#81b29a", "#e07a5f", "#6d597a"];
+
+  function domain(i) { var top = 1 - i * (H + GAP); return [top - H, top]; }
+  function axisName(i, kind) { return kind + (i === 0 ? "" : String(i + 1)); }
+  function ref(i, kind) { return kind.charAt(0) + (i === 0 ? "" : String(i + 1)); }
+
+  function layout(d) {
+    var lay = {
+      height: 1500, margin: {l: 70, r: 20, t: 30, b: 40}, showlegend: true,
+      legend: {orientation: "h", y: -0.03}, hovermode: "x unified", annotations: [], shapes: [],
+      uirevision: "keep"
+    };
+    ROWS.forEach(function (row, i) {
+      var dom = domain(i);
+      lay[axisName(i, "xaxis")] = {type: "date", anchor: ref(i, "y"), matches: i ? "x" : undefined,
+                                    showticklabels: true, domain: [0, 1]};
+      lay[axisName(i, "yaxis")] = {domain: dom, anchor: ref(i, "x"), rangemode: "tozero",
+                                    title: {text: ["tuples/s", "ms", "fraction", "per hour", "currency", "replicas"][i]}};
+      lay.annotations.push({text: "<b>" + row.title + "</b>", xref: "paper", yref: "paper", x: 0,
+                            y: dom[1] + 0.004, xanchor: "left", yanchor: "bottom", showarrow: false});
+    });
+    if (zoom) { lay.xaxis.range = [new Date(zoom[0]).toISOString(), new Date(zoom[1]).toISOString()]; }
+    // R_max and the budgets as dashed lines
+    lay.shapes.push(hline(1, d.rMaxMs, "#b42318"), hline(2, d.etaV, "#b42318"), hline(2, d.etaR, "#8250df"));
+    (d.violations || []).forEach(function (iv) {
+      lay.shapes.push({type: "rect", xref: "x2", yref: "y2 domain", x0: iv[0], x1: iv[1], y0: 0, y1: 1,
+                       fillcolor: "rgba(180,35,24,0.15)", line: {width: 0}, layer: "below"});
+    });
+    return lay;
+  }
+  function hline(i, y, color) {
+    return {type: "line", xref: ref(i, "x") + " domain", yref: ref(i, "y"), x0: 0, x1: 1, y0: y, y1: y,
+            line: {color: color, width: 1.5, dash: "dash"}};
+  }
+  function line(i, x, y, name, color, extra) {
+    var t = {type: "scatter", mode: "lines", x: x, y: y, name: name, xaxis: ref(i, "x"), yaxis: ref(i, "y"),
+             line: {color: color, width: 1.5}};
+    return Object.assign(t, extra || {});
+  }
+
+  function traces(d) {
+    var out = [];
+    if (d.empty) { return out; }
+    out.push(line(0, d.rate.x, d.rate.y, "input rate", PALETTE[0]));
+    out.push(line(0, d.capacity.x, d.capacity.y, "capacity", PALETTE[3], {line: {shape: "hv", color: PALETTE[3]}}));
+    out.push(line(1, d.rt.x, d.rt.y, "response time", PALETTE[4]));
+    out.push(line(2, d.burn.x, d.burn.violation, "violations (since range start)", "#b42318"));
+    out.push(line(2, d.burn.x, d.burn.violationWindow, "violations (last " + d.burn.window + " periods)",
+                  "#b42318", {line: {dash: "dot", color: "#b42318", width: 1}}));
+    out.push(line(2, d.burn.x, d.burn.reconfiguration, "reconfigurations (since range start)", "#8250df"));
+    out.push(line(2, d.burn.x, d.burn.reconfigurationWindow, "reconfigurations (last " + d.burn.window + " periods)",
+                  "#8250df", {line: {dash: "dot", color: "#8250df", width: 1}}));
+    d.cost.types.forEach(function (ty, j) {
+      out.push({type: "scatter", mode: "lines", stackgroup: "cost", name: ty + " cost/h", x: d.cost.x,
+                y: d.cost.perHour[ty], xaxis: "x4", yaxis: "y4", line: {color: PALETTE[(j + 5) % PALETTE.length]}});
+      out.push({type: "scatter", mode: "lines", stackgroup: "cum", name: ty + " cumulative", x: d.cost.x,
+                y: d.cost.cumulative[ty], xaxis: "x5", yaxis: "y5", showlegend: false,
+                line: {color: PALETTE[(j + 5) % PALETTE.length]}});
+    });
+    d.replicas.series.forEach(function (s, j) {
+      out.push({type: "scatter", mode: "lines", stackgroup: "reps", name: s.operator + " on " + s.type,
+                x: d.replicas.x, y: s.y, xaxis: "x6", yaxis: "y6", line: {shape: "hv", width: 0.5,
+                color: PALETTE[j % PALETTE.length]}});
+    });
+    var granted = d.events.filter(function (e) { return e.outcome !== "denied"; });
+    var denied = d.events.filter(function (e) { return e.outcome === "denied"; });
+    [[granted, "scaling actions", "triangle-up", "#1a7f37"], [denied, "denied proposals", "x", "#b42318"]]
+      .forEach(function (spec) {
+        if (!spec[0].length) { return; }
+        out.push({type: "scatter", mode: "markers", name: spec[1], xaxis: "x6", yaxis: "y6",
+                  x: spec[0].map(function (e) { return e.t; }), y: spec[0].map(function () { return 0; }),
+                  customdata: spec[0].map(function (e) { return e.url; }),
+                  text: spec[0].map(function (e) { return e.operator + ": " + e.action + " (" + e.outcome + ")"; }),
+                  hovertemplate: "%{text}<extra></extra>",
+                  marker: {symbol: spec[2], size: 10, color: spec[3]}});
+      });
+    return out;
+  }
+
+  function fmtTime(ms) { return new Date(ms).toISOString().replace("T", " ").slice(0, 19); }
+
+  function fillEvents(events) {
+    var body = document.querySelector("#events tbody");
+    body.innerHTML = "";
+    if (!events.length) {
+      body.innerHTML = "<tr><td colspan='4' class='muted'>No scaling proposals in this range.</td></tr>";
+      return;
+    }
+    events.slice().reverse().slice(0, 200).forEach(function (e) {
+      var tr = document.createElement("tr");
+      var a = document.createElement("a");
+      a.href = e.url; a.textContent = fmtTime(e.t);
+      var cells = [a, e.operator, e.action, e.outcome];
+      cells.forEach(function (c) {
+        var td = document.createElement("td");
+        if (typeof c === "string") { td.textContent = c; } else { td.appendChild(c); }
+        tr.appendChild(td);
+      });
+      tr.dataset.outcome = e.outcome;
+      body.appendChild(tr);
+    });
+  }
+
+  function load() {
+    if (busy) { return; }
+    busy = true;
+    var q = "?range=" + encodeURIComponent(range);
+    if (zoom) { q += "&start=" + Math.floor(zoom[0]) + "&end=" + Math.ceil(zoom[1]); }
+    var started = performance.now();
+    fetch(url + q, {credentials: "same-origin", headers: {"Accept": "application/json"}})
+      .then(function (r) { if (!r.ok) { throw new Error("HTTP " + r.status); } return r.json(); })
+      .then(function (d) {
+        if (d.empty) {
+          statusEl.textContent = "No periods recorded yet; the charts appear after the first control ticks.";
+        } else {
+          statusEl.textContent = d.rows + " periods in range, at most " + d.maxPoints + " points per series (" +
+            Math.round(performance.now() - started) + " ms)";
+        }
+        return Plotly.react(el, traces(d), layout(d), {responsive: true, displaylogo: false}).then(function () {
+          el.dataset.rows = String(d.rows);
+          el.dataset.events = String(d.events.length);
+          fillEvents(d.events);
+        });
+      })
+      .catch(function (err) { statusEl.textContent = "Could not load the charts: " + err.message; })
+      .then(function () { busy = false; });
+  }
+
+  load();
+  var bound = false;
+  function bind() {
+    if (bound || !el.on) { return; }
+    bound = true;
+    el.on("plotly_click", function (ev) {
+      var p = ev.points && ev.points[0];
+      if (p && p.customdata) { window.location.href = p.customdata; }
+    });
+    el.on("plotly_relayout", function (ev) {
+      if (ev["xaxis.autorange"] || ev["xaxis2.autorange"]) { zoom = null; load(); return; }
+      var keys = Object.keys(ev).filter(function (k) { return /^xaxis\d*\.range\[0\]$/.test(k); });
+      if (!keys.length) { return; }
+      var a = ev[keys[0]], b = ev[keys[0].replace("[0]", "[1]")];
+      zoom = [new Date(a.replace(" ", "T") + "Z").getTime(), new Date(b.replace(" ", "T") + "Z").getTime()];
+      load();
+    });
+  }
+  var obs = new MutationObserver(function () { if (el.on) { bind(); } });
+  obs.observe(el, {childList: true});
+  document.querySelectorAll("#range-form input[name=range]").forEach(function (input) {
+    input.addEventListener("change", function () {
+      range = input.value; zoom = null;
+      history.replaceState(null, "", "?range=" + encodeURIComponent(range));
+      load();
+    });
+  });
+  // live: refresh every 5 s while not zoomed in
+  setInterval(function () { if (!zoom && !document.hidden) { load(); } }, 5000);
+}());

@@ -1,0 +1,163 @@
+"""Decision explorer: ``/decisions/`` (filterable table) and ``/decisions/<id>/`` (one decision in full)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from django import forms
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.shortcuts import get_object_or_404, render
+
+from autoscaler.control.models import Decision
+from autoscaler.models import Application
+
+PAGE_SIZE = 50
+OBSERVED_FIELDS = (
+    ("input_rate", "Input rate", "tuples/s"),
+    ("processing_rate", "Processing rate", "tuples/s"),
+    ("utilisation", "Utilisation", "fraction"),
+    ("response_time_s", "Mean response time", "s"),
+    ("response_time_p95_s", "p95 response time", "s"),
+    ("service_time_mean_s", "Mean service time", "s"),
+    ("backlog", "Backlog", "tuples"),
+)
+
+
+class DecisionFilter(forms.Form):
+    """Filters of the decision table; times are UTC."""
+
+    application = forms.ChoiceField(required=False, label="Application")
+    operator = forms.CharField(required=False, max_length=63, label="Operator")
+    granted = forms.ChoiceField(
+        required=False,
+        label="Granted or denied",
+        choices=[("", "any"), ("granted", "granted"), ("denied", "denied"), ("proposed", "any proposal")],
+    )
+    outcome = forms.ChoiceField(required=False, label="Outcome")
+    since = forms.DateTimeField(
+        required=False, label="From (UTC)", widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
+    )
+    until = forms.DateTimeField(
+        required=False, label="Until (UTC)", widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
+    )
+
+    def __init__(self, *args, apps: list[str], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["application"].choices = [("", "all")] + [(a, a) for a in apps]
+        self.fields["outcome"].choices = [("", "any")] + list(Decision.Outcome.choices)
+
+    def clean(self):
+        data = super().clean()
+        since, until = data.get("since"), data.get("until")
+        if since and until and until <= since:
+            self.add_error("until", "must be after From")
+        return data
+
+
+def _utc(value: dt.datetime) -> dt.datetime:
+    return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
+
+
+@login_required
+def decision_list(request):
+    apps = list(
+        Application.objects.filter(owner=request.user).order_by("name").values_list("name", flat=True)
+    )
+    form = DecisionFilter(request.GET or None, apps=apps)
+    qs = Decision.objects.filter(application__owner=request.user)
+    selected_app = None
+    if form.is_bound and form.is_valid():
+        f = form.cleaned_data
+        if f["application"]:
+            selected_app = Application.objects.get(owner=request.user, name=f["application"])
+            qs = qs.filter(application=selected_app)
+        if f["operator"]:
+            qs = qs.filter(operator__name=f["operator"])
+        if f["granted"] == "granted":
+            qs = qs.filter(granted=True)
+        elif f["granted"] == "denied":
+            qs = qs.filter(outcome=Decision.Outcome.DENIED)
+        elif f["granted"] == "proposed":
+            qs = qs.exclude(outcome__in=[Decision.Outcome.NO_CHANGE, Decision.Outcome.NO_DATA])
+        if f["outcome"]:
+            qs = qs.filter(outcome=f["outcome"])
+        if f["since"]:
+            qs = qs.filter(created_at__gte=_utc(f["since"]))
+        if f["until"]:
+            qs = qs.filter(created_at__lt=_utc(f["until"]))
+    elif form.is_bound:
+        qs = qs.none()
+    qs = qs.select_related("application", "operator", "tick").order_by("-id")
+    page = Paginator(qs, PAGE_SIZE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(
+        request,
+        "dashboard/monitor/decision_list.html",
+        {
+            "form": form,
+            "page": page,
+            "query": query.urlencode(),
+            "app": selected_app,
+            "tab": "decisions",
+            "nav_active": "decisions",
+        },
+    )
+
+
+@login_required
+def decision_detail(request, pk: int):
+    d = get_object_or_404(
+        Decision.objects.select_related("application", "operator", "tick"),
+        pk=pk,
+        application__owner=request.user,
+    )
+    explanation = (d.proposal or {}).get("explanation") or {}
+    chosen = explanation.get("action")
+    alternatives = sorted(
+        (
+            {"action": a, "value": v, "chosen": a == chosen}
+            for a, v in (explanation.get("alternatives") or {}).items()
+        ),
+        key=lambda r: (r["value"] is None, r["value"]),
+    )
+    observed = [
+        (label, unit, (d.observed or {}).get(key))
+        for key, label, unit in OBSERVED_FIELDS
+        if key in (d.observed or {})
+    ]
+    weights = explanation.get("weights") or {}
+    terms = explanation.get("last_period_cost_terms") or {}
+    cost_terms = [
+        {"name": n, "term": terms.get(k), "weight": weights.get(k)}
+        for k, n in (("perf", "violation"), ("res", "resource"), ("rcf", "reconfiguration"))
+    ]
+    period_cost = (
+        sum(float(weights.get(k, 0)) * float(terms.get(k) or 0) for k in ("perf", "res", "rcf"))
+        if terms
+        else None
+    )
+    siblings = Decision.objects.filter(operator=d.operator)
+    prev_d = siblings.filter(slot__lt=d.slot).order_by("-slot").values_list("id", flat=True).first()
+    next_d = siblings.filter(slot__gt=d.slot).order_by("slot").values_list("id", flat=True).first()
+    time_s = d.slot * d.tick.period_s
+    return render(
+        request,
+        "dashboard/monitor/decision_detail.html",
+        {
+            "d": d,
+            "app": d.application,
+            "time": dt.datetime.fromtimestamp(time_s, tz=dt.UTC),
+            "explanation": explanation,
+            "alternatives": alternatives,
+            "observed": observed,
+            "cost_terms": cost_terms,
+            "period_cost": period_cost,
+            "tick_result": d.tick.result,
+            "prev_id": prev_d,
+            "next_id": next_d,
+            "tab": "decisions",
+            "nav_active": "decisions",
+        },
+    )

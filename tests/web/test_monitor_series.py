@@ -1,0 +1,120 @@
+"""Server-side downsampling (dashboard.series) and the agent inspection helpers (policies.inspect)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dashboard import series
+from policies import inspect
+
+
+def noisy(n: int = 50_000, seed: int = 3) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    x = np.arange(n, dtype=float) * 60.0
+    y = 100 + 20 * np.sin(np.arange(n) / 500.0) + rng.normal(0, 2, n)
+    y[n * 12 // 50] = 900.0  # a one-sample spike
+    y[n * 40 // 50 + 1] = -500.0  # and a one-sample dip
+    return x, y
+
+
+def test_lttb_keeps_ends_extremes_and_point_budget():
+    x, y = noisy()
+    xs, ys = series.lttb(x, y, 1000)
+    assert len(xs) == len(ys) == 1000
+    assert xs[0] == x[0] and xs[-1] == x[-1]
+    assert np.all(np.diff(xs) > 0)
+    assert 900.0 in ys and -500.0 in ys  # single-sample extremes survive a 50x reduction
+    # every selected point is an original sample
+    assert np.array_equal(ys, y[(xs / 60.0).astype(int)])
+
+
+def test_lttb_without_reduction_and_with_gaps():
+    x = np.arange(10.0)
+    y = np.arange(10.0)
+    xs, ys = series.lttb(x, y, 100)
+    assert np.array_equal(xs, x) and np.array_equal(ys, y)
+    x, y = noisy(5000)
+    y[2000:2500] = np.nan  # no data for a while
+    xs, ys = series.lttb(x, y, 300)
+    assert len(xs) == 300
+    assert np.nanmax(ys) == 900.0
+
+
+def test_minmax_keeps_every_bucket_extreme_in_time_order():
+    x, y = noisy(10_000)
+    xs, ys = series.minmax(x, y, 200)
+    assert len(xs) <= 200
+    assert np.all(np.diff(xs) > 0)
+    assert ys.max() == y.max() and ys.min() == y.min()
+    edges = np.linspace(0, len(x), 101).round().astype(int)
+    for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+        inside = ys[(xs >= x[lo]) & (xs <= x[hi - 1])]
+        assert inside.max() == y[lo:hi].max() and inside.min() == y[lo:hi].min()
+
+
+def test_bucket_reduce_mean_max_last_match_a_plain_loop():
+    rng = np.random.default_rng(1)
+    x = np.arange(1003, dtype=float)
+    ys = rng.normal(size=(1003, 3))
+    ys[5, 1] = np.nan
+    edges = np.linspace(0, 1003, 101).round().astype(int)
+    for how, fn in (("mean", np.nanmean), ("max", np.nanmax), ("last", lambda a, axis: a[-1])):
+        bx, by = series.bucket_reduce(x, ys, 100, how)
+        assert by.shape == (100, 3)
+        for b, (lo, hi) in enumerate(zip(edges[:-1], edges[1:], strict=True)):
+            assert bx[b] == x[lo]
+            assert np.allclose(by[b], fn(ys[lo:hi], axis=0), equal_nan=True)
+    with pytest.raises(ValueError, match="how"):
+        series.bucket_reduce(x, ys, 10, "median")
+
+
+def test_runs_make_intervals_and_merge_to_a_budget():
+    x = np.arange(10) * 60.0
+    flags = np.array([0, 1, 1, 0, 0, 1, 0, 1, 1, 1], dtype=bool)
+    assert series.runs(x, flags, 60.0) == [(60.0, 180.0), (300.0, 360.0), (420.0, 600.0)]
+    assert series.runs(x, flags, 60.0, max_runs=2) == [(60.0, 180.0), (300.0, 600.0)]
+    assert series.runs(x, np.zeros(10, dtype=bool), 60.0) == []
+
+
+def test_learning_curve_is_the_cumulative_average_skipping_nan():
+    c = np.array([np.nan, 1.0, 0.0, np.nan, 0.5])
+    out = inspect.learning_curve(c)
+    assert np.isnan(out[0])
+    assert np.allclose(out[1:], [1.0, 0.5, 0.5, 0.5])
+
+
+def test_greedy_map_matches_the_policys_own_greedy_choice():
+    from policies.apps import app_a_pipeline
+    from policies.model import INFRA_SPEEDUPS, NodeType
+    from policies.om.qlearning import QLearningPDSPlus
+
+    types = tuple(NodeType(f"A{i + 1}", s, s) for i, s in enumerate(INFRA_SPEEDUPS["A"][:3]))
+    spec = app_a_pipeline().operator_spec(0, types)
+    policy = QLearningPDSPlus(spec, {}, seed=2)
+    rng = np.random.default_rng(0)
+    k = np.array([1, 0, 0])
+    for _ in range(300):  # learn a little on random rates
+        a = policy.act(k, float(rng.uniform(0, 600)), bool(rng.random() < 0.2))
+        from policies.base import apply_action
+
+        k = apply_action(k, a)
+    m = inspect.greedy_map(policy)
+    assert m["policy"] == "ql-pds-plus" and m["steps"] == policy.t
+    assert len(m["labels"]) == len(m["deployments"]) > 1
+    assert len(m["action"][0]) == len(m["levels"]) == policy.n_levels
+    for i, dep in enumerate(m["deployments"][:5]):
+        for lv in (0, 7, policy.n_levels - 1):
+            best, _ = policy._decide(np.array(dep), (lv + 0.5) * m["level_width"], None, True)
+            assert m["action"][i][lv] == best
+    assert {d for row in m["delta"] for d in row} <= {-1, 0, 1}
+
+
+def test_greedy_map_rejects_rule_based_policies():
+    from policies.apps import app_a_pipeline
+    from policies.model import NodeType
+    from policies.om.threshold import ThresholdCheapest
+
+    spec = app_a_pipeline().operator_spec(0, (NodeType("A1", 1.0, 1.0),))
+    with pytest.raises(ValueError, match="not tabular"):
+        inspect.greedy_map(ThresholdCheapest(spec))

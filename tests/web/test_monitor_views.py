@@ -1,0 +1,272 @@
+"""Monitoring pages with the Django client: a real simulated application driven by real control ticks
+(``run_tick``), its rollup, the dashboard's JSON, the decision explorer, the agent inspector and the what-if
+simulation (computed for real by the application simulator), with owner isolation on every page."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from django.db.models import Sum
+
+from autoscaler.control.builders import simulated_pipeline
+from autoscaler.control.models import Decision, Tick
+from autoscaler.control.tick import run_tick
+from dashboard import monitor_rollup, monitor_whatif
+from dashboard.models import SeriesChunk, WhatIfRun
+from dashboard.tasks import execute
+
+pytestmark = pytest.mark.django_db
+
+BASE_SLOT = 29_000_000  # 2025-02-20, 60 s periods: rates of the Taxi trace that make the agents scale
+TICKS = 60
+
+
+def drive(app, n: int, first: int = BASE_SLOT) -> None:
+    for slot in range(first, first + n):
+        run_tick(app.pk, slot)
+
+
+@pytest.fixture
+def recorded(alice):
+    app = simulated_pipeline("rec", n_operators=2, om_policy="ql-pds-plus", owner="alice", rate_scale=1.5)
+    drive(app, TICKS)
+    return app
+
+
+def urls(app, decision_id: int, run_id: int) -> list[str]:
+    n = app.name
+    return [
+        f"/applications/{n}/",
+        f"/applications/{n}/data.json",
+        f"/applications/{n}/agents/",
+        f"/applications/{n}/whatif/",
+        f"/applications/{n}/whatif/{run_id}.json",
+        f"/decisions/{decision_id}/",
+    ]
+
+
+def test_pages_need_a_login_and_other_owners_get_404(recorded, alice_client, bob_client, client):
+    d = Decision.objects.filter(application=recorded).first()
+    run = WhatIfRun.objects.create(application=recorded, owner=recorded.owner, params={})
+    for url in urls(recorded, d.id, run.id):
+        assert alice_client.get(url).status_code == 200, url
+        assert bob_client.get(url).status_code == 404, url
+        anonymous = client.get(url)
+        if url.endswith(".json"):
+            assert anonymous.status_code == 401 and anonymous.json()["errors"][0]["loc"] == "auth"
+        else:
+            assert anonymous.status_code == 302 and "/accounts/login/" in anonymous["Location"]
+    # bob's decision list shows none of alice's decisions, and he cannot filter on her application
+    r = bob_client.get("/decisions/")
+    assert r.status_code == 200 and r.context["page"].paginator.count == 0
+    r = bob_client.get("/decisions/?application=rec")
+    assert r.context["form"].errors["application"] and r.context["page"].paginator.count == 0
+    # a bob's what-if POST on alice's application is a 404 and creates nothing
+    before = WhatIfRun.objects.count()
+    assert bob_client.post("/applications/rec/whatif/", {"policy": "threshold"}).status_code == 404
+    assert WhatIfRun.objects.count() == before
+
+
+def test_rollup_matches_the_ledger_and_catches_up_incrementally(recorded):
+    assert monitor_rollup.catch_up(recorded) == TICKS
+    assert monitor_rollup.catch_up(recorded) == 0  # idempotent
+    frame = monitor_rollup.load(recorded)
+    assert len(frame) == TICKS
+    slots = list(Tick.objects.filter(application=recorded).order_by("slot").values_list("slot", flat=True))
+    assert np.array_equal(frame.times, np.array(slots) * 60.0)
+    total = Decision.objects.filter(application=recorded).aggregate(s=Sum("resource_cost"))["s"]
+    assert math.isclose(float(np.nansum(frame.col("cost"))), total, rel_tol=1e-5)
+    by_type = sum(np.nansum(frame.col(c)) for c in frame.prefixed("cost:"))
+    assert math.isclose(by_type, total, rel_tol=1e-5)
+    # replicas per operator and node type are those of the decisions
+    last = Decision.objects.filter(application=recorded, slot=slots[-1], operator__name="op0").get()
+    for t in ("A1", "A2", "A3"):
+        assert frame.col(f"replicas:op0:{t}")[-1] == last.deployment.get(t, 0)
+    # more ticks: only they are added
+    drive(recorded, 5, BASE_SLOT + TICKS)
+    assert monitor_rollup.catch_up(recorded) == 5
+    assert len(monitor_rollup.load(recorded)) == TICKS + 5
+    assert SeriesChunk.objects.filter(application=recorded).count() == 1
+
+
+def test_dashboard_json_series_are_downsampled_and_consistent(recorded, alice_client):
+    r = alice_client.get("/applications/rec/data.json?range=all")
+    assert r.status_code == 200
+    d = r.json()
+    assert d["rows"] == TICKS and d["rMaxMs"] == 100.0 and not d["empty"]
+    for key in ("rate", "capacity", "rt"):
+        assert len(d[key]["x"]) == len(d[key]["y"]) == TICKS
+    assert len(d["cost"]["types"]) == 3
+    ops = {s["operator"] for s in d["replicas"]["series"]}
+    assert ops == {"op0", "op1"}
+    # at most `points` points per series, and the peak input rate survives the reduction
+    small = alice_client.get("/applications/rec/data.json?range=all&points=20").json()
+    for key in ("rate", "capacity", "rt"):
+        assert len(small[key]["x"]) <= 20
+    assert len(small["burn"]["x"]) <= 20 and len(small["replicas"]["x"]) <= 20
+    assert max(small["rate"]["y"]) == max(d["rate"]["y"])
+    # the burn-down ends at the violated / reconfigured fractions of the whole range
+    frame = monitor_rollup.load(recorded)
+    assert math.isclose(d["burn"]["violation"][-1], float(np.nanmean(frame.col("violated"))), rel_tol=1e-3)
+    assert math.isclose(
+        d["burn"]["reconfiguration"][-1], float(frame.col("reconfigured").mean()), rel_tol=1e-3
+    )
+    # scaling events: every granted or denied proposal, each linking to its decision page
+    proposals = Decision.objects.filter(application=recorded).exclude(outcome__in=["no_change", "no_data"])
+    assert len(d["events"]) == proposals.count() > 0
+    ev = d["events"][0]
+    assert ev["url"] == f"/decisions/{ev['id']}/"
+    assert alice_client.get(ev["url"]).status_code == 200
+    # a zoomed window returns only its rows
+    t0, t1 = d["rate"]["x"][10], d["rate"]["x"][19]
+    z = alice_client.get(f"/applications/rec/data.json?start={t0}&end={t1}").json()
+    assert z["rows"] == 10 and z["rate"]["x"][0] == t0 and z["rate"]["x"][-1] == t1
+    # the last hour of the recorded data = 60 one-minute periods (the bounds are inclusive)
+    assert alice_client.get("/applications/rec/data.json?range=hour").json()["rows"] == TICKS
+
+
+@pytest.mark.parametrize(
+    "query, loc",
+    [
+        ("range=year", "range"),
+        ("start=abc", "start"),
+        ("start=10&end=5", "end"),
+        ("points=5", "points"),
+        ("points=nan", "points"),
+    ],
+)
+def test_dashboard_json_rejects_bad_parameters(recorded, alice_client, query, loc):
+    r = alice_client.get(f"/applications/rec/data.json?{query}")
+    assert r.status_code == 400
+    assert r.json()["errors"][0]["loc"] == loc
+
+
+def test_empty_application_dashboard(alice, alice_client):
+    simulated_pipeline("fresh", owner="alice")
+    assert alice_client.get("/applications/fresh/").status_code == 200
+    d = alice_client.get("/applications/fresh/data.json").json()
+    assert d["empty"] and d["rows"] == 0 and d["events"] == []
+
+
+def test_decision_filters_and_detail(recorded, alice_client):
+    all_count = Decision.objects.filter(application=recorded).count()
+    r = alice_client.get("/decisions/?application=rec")
+    assert r.context["page"].paginator.count == all_count == 2 * TICKS
+    r = alice_client.get("/decisions/?application=rec&operator=op1")
+    assert r.context["page"].paginator.count == TICKS
+    assert {d.operator.name for d in r.context["page"]} == {"op1"}
+    granted = Decision.objects.filter(application=recorded, granted=True).count()
+    denied = Decision.objects.filter(application=recorded, outcome="denied").count()
+    assert alice_client.get("/decisions/?granted=granted").context["page"].paginator.count == granted
+    assert alice_client.get("/decisions/?granted=denied").context["page"].paginator.count == denied
+    r = alice_client.get("/decisions/?outcome=applied")
+    assert all(d.outcome == "applied" for d in r.context["page"])
+    # time filter: nothing before the year 2000, everything until tomorrow
+    assert alice_client.get("/decisions/?until=2000-01-01T00:00").context["page"].paginator.count == 0
+    assert alice_client.get("/decisions/?since=2000-01-01T00:00").context["page"].paginator.count == all_count
+    r = alice_client.get("/decisions/?since=2020-01-02T00:00&until=2020-01-01T00:00")
+    assert "until" in r.context["form"].errors and r.context["page"].paginator.count == 0
+    assert b"must be after From" in r.content
+    r = alice_client.get("/decisions/?since=yesterday")
+    assert "since" in r.context["form"].errors
+    # detail of an applied decision: observed state, alternatives with estimates, reason, applied, downtime
+    d = Decision.objects.filter(application=recorded, outcome="applied").first()
+    assert d is not None, "the fixture's load makes the agents scale"
+    page = alice_client.get(f"/decisions/{d.id}/")
+    html = page.content.decode()
+    assert page.context["alternatives"], "ql-pds-plus estimates every feasible action"
+    assert sum(a["chosen"] for a in page.context["alternatives"]) == 1
+    assert d.proposal["explanation"]["action"] in html
+    assert "Input rate (tuples/s)" in html and "Measured downtime" in html
+    assert d.reason in html
+    for t, n in d.applied.items():
+        assert f"{t}×{n}" in html
+
+
+def test_agent_inspector_shows_learned_policy_curve_and_am(recorded, alice_client):
+    r = alice_client.get("/applications/rec/agents/")
+    assert r.status_code == 200
+    charts = r.context["charts"]
+    assert set(charts) == {"op0", "op1"}
+    for op in ("op0", "op1"):
+        m = charts[op]["map"]
+        assert m["policy"] == "ql-pds-plus" and m["steps"] == TICKS - 1
+        assert len(m["action"]) == len(m["labels"]) >= 1
+        curve = charts[op]["curve"]["y"]
+        assert len(curve) == TICKS and all(v is None or 0 <= v <= 1 for v in curve)
+    html = r.content.decode()
+    assert 'id="am-weights"' in html and 'id="am-bounds"' in html
+    assert "op0" in html and "ms" in html
+
+
+def test_agent_inspector_for_a_rule_based_policy(alice, alice_client):
+    app = simulated_pipeline("rules", owner="alice", om_policy="threshold")
+    drive(app, 3)
+    r = alice_client.get("/applications/rules/agents/")
+    assert "not tabular" in r.content.decode()
+    assert "curve" in r.context["charts"]["op0"]
+
+
+def test_whatif_rejects_bad_input_and_creates_nothing(recorded, alice_client):
+    for data, loc in (
+        ({"policy": "nope"}, "policy"),
+        ({"policy": "ql", "params": "{bad"}, "params"),
+        ({"policy": "ql", "params": '{"alpha_decay": 5}'}, "params"),
+        ({"rMaxMs": "0"}, "rMaxMs"),
+        ({"etaV": "1.5"}, "etaV"),
+        ({"wPerf": "0.5"}, "wPerf"),
+        ({"wPerf": "0.5", "wRes": "0.5", "wRcf": "0.5"}, "wPerf"),
+    ):
+        r = alice_client.post("/applications/rec/whatif/", data)
+        assert r.status_code == 400, data
+        assert loc in r.context["field_errors"], (data, r.context["field_errors"])
+    assert WhatIfRun.objects.count() == 0
+
+
+def test_whatif_runs_the_simulator_on_the_recorded_trace(recorded, alice_client, settings):
+    r = alice_client.post(
+        "/applications/rec/whatif/",
+        {"policy": "threshold", "rMaxMs": "100", "etaV": "0.05", "etaR": "0.1", "range": "all"},
+    )
+    assert r.status_code == 302
+    run = WhatIfRun.objects.get()
+    assert r["Location"].endswith(f"?run={run.pk}")
+    seen: list[float] = []
+    res = monitor_whatif.run(recorded, run.params, seen.append)
+    assert seen == sorted(seen) and len(seen) >= 10 and seen[-1] < 1.0
+    assert execute(run.pk) == "done"
+    run.refresh_from_db()
+    assert run.status == "done" and run.progress == 1.0
+    result = run.result
+    assert result["steps"] == TICKS == res["steps"]
+    frame = monitor_rollup.load(recorded)
+    assert math.isclose(result["actual"]["totalCost"], float(np.nansum(frame.col("cost"))), rel_tol=1e-6)
+    # the recorded trace is replayed as it was recorded
+    assert (
+        max(v for v in result["series"]["rate"] if v is not None)
+        <= float(np.nanmax(frame.col("rate"))) + 1e-6
+    )
+    sim = result["simulated"]
+    assert sim["costPerHour"] > 0 and 0 <= sim["violationFraction"] <= 1
+    assert 0 <= sim["reconfigurationFraction"] <= 1
+    # the same simulation again gives the same answer (deterministic seeds)
+    again = monitor_whatif.run(recorded, run.params)
+    assert again["simulated"]["costPerHour"] == sim["costPerHour"]
+    # a stricter SLO cannot make the simulated threshold policy cheaper on the same trace
+    strict = dict(run.params, rMaxMs=20.0)
+    assert monitor_whatif.run(recorded, strict)["simulated"]["costPerHour"] >= sim["costPerHour"]
+    status = alice_client.get(f"/applications/rec/whatif/{run.pk}.json").json()
+    assert status["status"] == "done" and status["result"]["steps"] == TICKS
+    # a second run of an already finished what-if does nothing
+    assert execute(run.pk) == "done"
+
+
+def test_whatif_without_recorded_data_fails_with_a_reason(alice, alice_client):
+    app = simulated_pipeline("blank", owner="alice")
+    run = WhatIfRun.objects.create(application=app, owner=alice, params=monitor_whatif.validate(app, {})[0])
+    assert execute(run.pk) == "failed"
+    run.refresh_from_db()
+    assert "fewer than 2 recorded periods" in run.error
+    assert alice_client.get(f"/applications/blank/whatif/?run={run.pk}").status_code == 200
