@@ -38,7 +38,7 @@ def budget_status(value: float | None, budget: float) -> Budget:
         return Budget(None, budget, "none", "no data")
     if value > budget:
         return Budget(value, budget, "bad", "over budget")
-    if value >= NEAR * budget and value > 0:
+    if value >= NEAR * budget - 1e-12 and value > 0:  # tolerance: 0.8 * 0.05 is 0.04000000000000001
         return Budget(value, budget, "warn", "near budget")
     return Budget(value, budget, "ok", "within budget")
 
