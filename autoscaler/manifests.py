@@ -168,6 +168,7 @@ def application_spec(app: m.Application) -> ApplicationSpec:
         regions=app.region_order,
         dry_run=app.dry_run,
         state=app.state,
+        rails=app.rails or {},
     )
 
 
@@ -284,6 +285,7 @@ def _write_application(name: str, spec: ApplicationSpec, obj: m.Application | No
     obj.region_order = list(spec.regions)
     obj.dry_run = spec.dry_run
     obj.state = spec.state
+    obj.rails = spec.rails.to_manifest_dict()
     obj.save()
     obj.regions.set(m.Region.objects.filter(name__in=spec.regions))
     # Operators are matched by name so that their deployments survive updates; streams are rewritten.

@@ -103,6 +103,9 @@ class Application(Timestamped):
         default=False, help_text="decide and record scaling actions, never apply them"
     )
     state = models.CharField(max_length=16, choices=State.choices, default=State.REGISTERED)
+    rails = models.JSONField(
+        default=dict, blank=True, help_text="safety rails (spec.rails, non-default fields only)"
+    )
 
     class Meta:
         ordering = ["owner", "name"]

@@ -29,7 +29,7 @@ from django.utils import timezone
 
 from autoscaler.control import aggregates
 from autoscaler.control.models import AGENT_STATE_FORMAT, AgentState, ApplicationControl, Decision, Tick
-from autoscaler.control.rails import Rails, parse_rails
+from autoscaler.control.rails import Rails, effective_rails_data, parse_rails
 from autoscaler.control.topology import (
     DEFAULT_OM_POLICY,
     Topology,
@@ -159,7 +159,7 @@ def _decide(app: Application, topo: Topology, slot: int, connector: Connector, s
             return TickOutcome(app.pk, slot, status, duplicate=True)
         control = ApplicationControl.objects.select_for_update().get_or_create(application=app)[0]
         tick.attempts += 1
-        rails = parse_rails(control.rails, [op.name for op in topo.all_operators])
+        rails = parse_rails(effective_rails_data(app, control), [op.name for op in topo.all_operators])
         if not control.am_config.get("bounds_ms"):
             control.am_config = naive_configuration(topo)
             control.am_config_version += 1
@@ -591,7 +591,7 @@ def _is_scale_up(d: Decision) -> bool:
 def _forget_actions(app: Application, decisions: list[Decision], control: ApplicationControl) -> None:
     """The plan was not applied: make every affected agent learn a no-op transition instead of its proposal."""
     topo = topology(app)
-    rails = parse_rails(control.rails)
+    rails = parse_rails(effective_rails_data(app, control))
     by_op = {d.operator_id for d in decisions}
     agents = {a.operator_id: a for a in AgentState.objects.select_for_update().filter(operator_id__in=by_op)}
     for op in topo.operators:

@@ -14,7 +14,7 @@ from rest_framework.views import APIView
 from autoscaler import manifests
 from autoscaler.control import agents, aggregates
 from autoscaler.control.models import ApplicationControl, Decision
-from autoscaler.control.rails import RailsError, parse_rails
+from autoscaler.control.rails import RailsError, effective_rails_data, parse_rails
 
 MAX_DECISIONS = 1000
 
@@ -86,21 +86,25 @@ class DecisionsView(ControlView):
 
 
 class RailsView(ControlView):
+    """The application's rails (``spec.rails`` of its manifest); PUT validates like a manifest and stores them
+    on the Application (the next manifest export shows them)."""
+
     def get(self, request: Request, name: str) -> Response:
         app = application_of(request, name)
-        control, _ = ApplicationControl.objects.get_or_create(application=app)
-        return Response(parse_rails(control.rails).model_dump(by_alias=True))
+        control = ApplicationControl.objects.filter(application=app).first()
+        return Response(parse_rails(effective_rails_data(app, control)).model_dump(by_alias=True))
 
     def put(self, request: Request, name: str) -> Response:
         app = application_of(request, name)
+        limits = dict(app.operators.values_list("name", "max_parallelism"))
         try:
-            rails = parse_rails(request.data, list(app.operators.values_list("name", flat=True)))
+            rails = parse_rails(request.data, limits)
         except RailsError as exc:
             field, _, message = str(exc).partition(": ")
             return error(field, message)
-        control, _ = ApplicationControl.objects.get_or_create(application=app)
-        control.rails = rails.model_dump(by_alias=True, exclude_defaults=True)
-        control.save(update_fields=["rails", "updated_at"])
+        app.rails = rails.to_manifest_dict()
+        app.save(update_fields=["rails", "updated_at"])
+        ApplicationControl.objects.filter(application=app).update(rails={})  # retire the legacy store
         return Response(rails.model_dump(by_alias=True))
 
 

@@ -95,6 +95,94 @@ class PeriodsSpec(SpecModel):
         return self
 
 
+_HHMM = r"^([01]\d|2[0-3]):[0-5]\d$"
+
+
+class FreezeWindowSpec(SpecModel):
+    """A daily window ``start``-``end`` (UTC ``"HH:MM"``, may wrap midnight) during which no change is applied."""
+
+    start: str = Field(pattern=_HHMM)
+    end: str = Field(pattern=_HHMM)
+
+    def contains(self, when: Any) -> bool:
+        """Whether the UTC datetime ``when`` falls in the window."""
+        minute = when.hour * 60 + when.minute
+        a = int(self.start[:2]) * 60 + int(self.start[3:])
+        b = int(self.end[:2]) * 60 + int(self.end[3:])
+        return a <= minute < b if a <= b else minute >= a or minute < b
+
+
+class RailsSpec(SpecModel):
+    """Safety rails applied by the control plane after AM arbitration (``spec.rails``).
+
+    ``minReplicas`` / ``maxReplicas``: operator name (or ``"*"`` = every operator) -> bound on its total replicas;
+    ``scaleDownDelayS``: no scale-down of an operator within this many seconds after its last scale-up;
+    ``freezeWindows``: daily UTC windows without changes; ``ineffectiveScaleUpRatio`` (0 = off): after a scale-up
+    the measured capacity (tuples/s) must rise by at least this fraction of the expected rise, else further
+    scale-ups of that operator are blocked for ``ineffectiveBlockS`` seconds; ``rollbackOnFailure``: restore the
+    previous deployment when the period after a reconfiguration shows the job failing.
+    """
+
+    min_replicas: dict[str, int] = Field(default_factory=dict)
+    max_replicas: dict[str, int] = Field(default_factory=dict)
+    scale_down_delay_s: float = Field(default=0.0, ge=0, alias="scaleDownDelayS")
+    freeze_windows: list[FreezeWindowSpec] = Field(default_factory=list)
+    ineffective_scale_up_ratio: float = Field(default=0.0, ge=0, le=1)
+    ineffective_block_s: float = Field(default=600.0, ge=0, alias="ineffectiveBlockS")
+    rollback_on_failure: bool = True
+
+    @field_validator("min_replicas", "max_replicas")
+    @classmethod
+    def _positive(cls, value: dict[str, int]) -> dict[str, int]:
+        for name, n in value.items():
+            if n < 1:
+                raise ValueError(f"{name}: must be >= 1 replica, got {n}")
+        return value
+
+    def to_manifest_dict(self) -> dict:
+        """Only the rails that differ from the defaults (an application without rails exports none)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+
+    def bounds(self, operator: str, k_max: int) -> tuple[int, int]:
+        """(min, max) total replicas of ``operator`` given its K_max."""
+        lo = self.min_replicas.get(operator, self.min_replicas.get("*", 1))
+        hi = self.max_replicas.get(operator, self.max_replicas.get("*", k_max))
+        return lo, min(hi, k_max)
+
+    def frozen(self, when: Any) -> FreezeWindowSpec | None:
+        for window in self.freeze_windows:
+            if window.contains(when):
+                return window
+        return None
+
+    def operator_errors(self, max_parallelism: dict[str, int], prefix: str = "spec.rails") -> list[FieldError]:
+        """Unknown operators, min above max, min above an operator's maxParallelism."""
+        errors = []
+        for key, alias in (("min_replicas", "minReplicas"), ("max_replicas", "maxReplicas")):
+            for name in getattr(self, key):
+                if name != "*" and name not in max_parallelism:
+                    errors.append(FieldError(f"{prefix}.{alias}.{name}", "unknown operator"))
+        for name in set(self.min_replicas) | set(self.max_replicas):
+            if name != "*" and name not in max_parallelism:
+                continue
+            names = list(max_parallelism) if name == "*" else [name]
+            for op in names:
+                lo = self.min_replicas.get(op, self.min_replicas.get("*", 1))
+                hi = self.max_replicas.get(op, self.max_replicas.get("*", 10**9))
+                if lo > hi:
+                    errors.append(FieldError(f"{prefix}.minReplicas.{name}", f"{lo} is above maxReplicas {hi}"))
+                    break
+                if lo > max_parallelism[op]:
+                    errors.append(
+                        FieldError(
+                            f"{prefix}.minReplicas.{name}",
+                            f"{lo} is above maxParallelism {max_parallelism[op]} of operator {op!r}",
+                        )
+                    )
+                    break
+        return errors
+
+
 class ApplicationSpec(SpecModel):
     """``spec`` of an Application."""
 
@@ -108,10 +196,16 @@ class ApplicationSpec(SpecModel):
     regions: list[Name] = Field(default_factory=list)
     dry_run: bool = False
     state: LifecycleState = "registered"
+    rails: RailsSpec = Field(default_factory=RailsSpec)
 
     def to_manifest_dict(self) -> dict:
         out = super().to_manifest_dict()
         out["policies"] = self.policies.to_manifest_dict()
+        rails = self.rails.to_manifest_dict()
+        if rails:
+            out["rails"] = rails
+        else:
+            out.pop("rails", None)
         out["streams"] = [list(edge) for edge in self.streams]
         return out
 
@@ -122,6 +216,7 @@ class ApplicationSpec(SpecModel):
         errors += self._graph_errors()
         errors += self._path_errors()
         errors += self._policy_errors()
+        errors += self.rails.operator_errors({op.name: op.max_parallelism for op in self.operators})
         settings, connector_errors = validate_connector(self.engine, self.connector)
         errors += connector_errors
         if not connector_errors:
