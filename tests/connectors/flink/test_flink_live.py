@@ -1,0 +1,151 @@
+"""The Flink connector against a real local Flink cluster started from the apache-flink pip package.
+
+One module-scoped cluster (JobManager + one 4-slot TaskManager) runs one bounded WordCount job driven by a slice
+of the Taxi trace; the tests run in file order against it: metrics -> observation, a missing vertex rejected, a
+rescale beyond the cluster's slots rolled back, TaskManager acquisition/release, and a live rescale of the
+counter whose keyed state must come out exact once the job finishes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from connectors.base import Period, ScalingPlan
+from connectors.flink.binding import BindingError
+from connectors.flink.cluster import FlinkCluster, FlinkClusterError, TaskManagerProfile, flink_home
+from connectors.flink.connector import build, check_settings
+from connectors.flink.jobs import submit_wordcount
+from connectors.flink.pipelines.trace_source import Schedule, expected_counts, load_rates
+from connectors.flink.provider import FlinkTaskManagerProvider
+from connectors.infrastructure import NodeSpec
+from policies.paths import taxi_trace
+
+pytestmark = pytest.mark.slow
+
+OPERATORS = ["sentences", "splitter", "counter", "top"]
+STREAMS = [("sentences", "splitter"), ("splitter", "counter"), ("counter", "top")]
+JOB = dict(trace_start=600, steps=30, step_s=4.0, rate_scale=0.5, duration_s=110.0, ticks_per_s=50.0,
+           cost_ms=1.0, parallelism=2, job_name="wc-test")  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    try:
+        flink_home()
+    except FlinkClusterError as exc:
+        pytest.fail(f"{exc} (scripts/test.sh sources scripts/flink_env.sh)")
+    root = tmp_path_factory.mktemp("flink")
+    c = FlinkCluster(root)
+    try:
+        c.start()
+        c.start_taskmanager("tm-base", TaskManagerProfile(slots=4, memory_mb=1536, node_type="vm.medium"))
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.fixture(scope="module")
+def job(cluster):
+    counts_dir = Path(cluster.root) / "counts"
+    job_id = submit_wordcount(cluster, taxi_trace(), counts_dir=counts_dir, **JOB)
+    return {"id": job_id, "counts_dir": counts_dir, "submitted": time.time()}
+
+
+@pytest.fixture
+def connector(cluster, job):
+    settings = {"restUrl": cluster.rest_url, "jobName": "wc-test", "applyTimeoutS": 45}
+    return build(settings, OPERATORS, STREAMS, {"splitter": {"vm.small": 2}, "counter": {"vm.small": 2}})
+
+
+def _vertex(cluster, job_id, name):
+    return next(v for v in cluster.rest().job(job_id)["vertices"] if v["name"] == name)
+
+
+def test_running_job_metrics_become_a_complete_observation(connector):
+    deadline = time.time() + 60
+    while True:
+        now = time.time()
+        metrics = connector.monitor.collect(Period(1, now - 10, now))
+        if metrics.complete or time.time() > deadline:
+            break
+        assert metrics.reason  # incomplete periods always say why, never zeros
+        assert all(m.input_rate is None for m in metrics.operators.values() if not m.complete)
+        time.sleep(2)
+    assert metrics.complete, metrics.reason
+    ops = metrics.operators
+    assert set(ops) == set(OPERATORS)
+    assert ops["sentences"].input_rate > 0 and ops["sentences"].backlog is not None
+    # each sentence has 5 words, 1 in 10 vocabulary words is filtered: the counter sees more than the source
+    assert ops["counter"].input_rate > ops["sentences"].input_rate
+    for name in ("splitter", "counter", "top"):
+        assert 0 < ops[name].utilisation <= 1
+        assert ops[name].service_time_mean_s > 0
+    assert ops["splitter"].deployment == {"vm.small": 2} and ops["top"].deployment == {"slot": 1}
+    e2e = metrics.path_response_time_s["sentences->splitter->counter->top"]
+    assert 0 < e2e < 30 and ops["counter"].response_time_s == e2e
+    assert ops["counter"].response_time_p95_s >= e2e
+
+
+def test_binding_naming_a_missing_vertex_is_rejected_with_the_vertices(cluster, job):
+    settings = {"restUrl": cluster.rest_url, "jobName": "wc-test"}
+    found = check_settings(settings, OPERATORS)
+    assert found["counter"].name == "counter" and found["splitter"].parallelism == 2
+    with pytest.raises(BindingError) as err:
+        check_settings({**settings, "vertices": {"counter": "count-words"}}, OPERATORS)
+    assert "operator 'counter': no job vertex contains an operator named 'count-words'" in str(err.value)
+    assert "counter" in err.value.vertices and any(v.endswith("sentences") for v in err.value.vertices)
+
+
+def test_rescale_beyond_the_slots_is_detected_and_rolled_back(cluster, job, connector):
+    before = cluster.rest().resource_requirements(job["id"])
+    result = connector.realizer.apply(ScalingPlan({"counter": {"vm.small": 7}}, slot=2))
+    assert not result.ok and result.rolled_back
+    assert "vertex 'counter': target parallelism 7" in result.error and "insufficient slots" in result.error
+    assert result.details["restored"] is True
+    assert _vertex(cluster, job["id"], "counter")["parallelism"] == 2
+    assert cluster.rest().resource_requirements(job["id"]) == before
+    assert result.deployments["counter"] == {"vm.small": 2}
+
+
+def test_taskmanagers_are_acquired_and_only_idle_ones_released(cluster, job):
+    provider = FlinkTaskManagerProvider("local", {"clusterDir": str(cluster.root), "memoryScale": 1.0})
+    started = provider.acquire(NodeSpec("vm.small", cores=2, memory_mb=1024), 1)
+    assert [n.node_id for n in started] == ["local-vm.small-1"]
+    tms = {tm["id"]: tm for tm in cluster.rest().get("/taskmanagers")["taskmanagers"]}
+    assert tms["local-vm.small-1"]["slotsNumber"] == 2
+    nodes = {n.node_id: n for n in provider.nodes()}
+    assert nodes["tm-base"].busy and not nodes["local-vm.small-1"].busy
+    assert nodes["local-vm.small-1"].node_type == "vm.small"
+    pid_file = next((Path(cluster.root) / "tm" / "local-vm.small-1").glob("*.pid"))
+    pid = int(pid_file.read_text().split()[-1])
+    assert provider.release(["tm-base", "local-vm.small-1"]) == ["local-vm.small-1"]
+    deadline = time.time() + 20
+    while time.time() < deadline and os.path.exists(f"/proc/{pid}"):
+        time.sleep(0.5)
+    assert not os.path.exists(f"/proc/{pid}")
+    assert [n.node_id for n in provider.nodes()] == ["tm-base"]
+
+
+def test_live_rescale_of_one_vertex_keeps_state_exact(cluster, job, connector):
+    result = connector.realizer.apply(ScalingPlan({"counter": {"vm.small": 3}}, slot=3))
+    assert result.ok, result.error
+    assert result.deployments["counter"] == {"vm.small": 3}
+    assert _vertex(cluster, job["id"], "counter")["parallelism"] == 3
+    assert _vertex(cluster, job["id"], "splitter, filter, _stream_key_by_map_operator")["parallelism"] == 2
+    assert 0 < result.downtime_s < 40 and result.details["elapsed_s"] < 45
+    # the bounded source ends; the counts then must be exactly what the trace slice produced
+    deadline = job["submitted"] + JOB["duration_s"] + 120
+    while cluster.rest().job(job["id"])["state"] != "FINISHED":
+        assert time.time() < deadline, cluster.rest().job(job["id"])["state"]
+        time.sleep(2)
+    schedule = Schedule(load_rates(str(taxi_trace()), JOB["trace_start"], JOB["steps"]), JOB["step_s"],
+                        JOB["rate_scale"], JOB["ticks_per_s"])  # fmt: skip
+    expected = expected_counts(schedule, int(JOB["duration_s"] * JOB["ticks_per_s"]))
+    got = json.loads((job["counts_dir"] / "counts-0.json").read_text())
+    assert sum(expected.values()) > 1000
+    assert got == expected
