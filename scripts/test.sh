@@ -3,6 +3,8 @@
 # Extra arguments go to pytest. DATABASE_URL selects the database (default: SQLite under var/).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/_venv.sh"
+# Flink tests (tests/connectors/flink) start a real cluster from apache-flink in its own .venv-flink.
+source "$(dirname "${BASH_SOURCE[0]}")/flink_env.sh"
 # Browser tests (tests/web) drive Debian's Chromium through Playwright: install it when missing (no download
 # by Playwright itself). CI runs as root; elsewhere sudo is used if it is available without a password.
 if [ ! -x "${CHROMIUM:-/usr/bin/chromium}" ]; then
