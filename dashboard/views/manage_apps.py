@@ -17,6 +17,7 @@ from autoscaler import models as m
 from autoscaler.schemas import FieldError, ManifestError
 
 from ..forms_application import ApplicationEditor
+from .manage_fleet import optional_url
 
 
 def _save(request: HttpRequest, editor: ApplicationEditor, name: str | None) -> m.Application | None:
@@ -50,6 +51,7 @@ def _page(request: HttpRequest, editor: ApplicationEditor, app: m.Application | 
             "nav_active": "register" if app is None else "fleet",
             "slo_text": editor.slo_text(),
             "has_errors": status == 400,
+            "dashboard_url": optional_url("dashboard:app-dashboard", app.name) if app else None,
         },
         status=status,
     )

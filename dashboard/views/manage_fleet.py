@@ -22,12 +22,17 @@ from autoscaler.schemas import ManifestError
 from .manage_status import budget_status, deployed_cost_per_hour, node_type_prices, window_fractions
 
 
+def optional_url(name: str, *args: object) -> str | None:
+    """The URL of a page of the web app, or None when no page of that name exists (yet)."""
+    try:
+        return reverse(name, args=args)
+    except NoReverseMatch:
+        return None
+
+
 def decision_url(decision_id: int) -> str:
     """The decision page (``dashboard:decision-detail``) or its literal path while that page does not exist."""
-    try:
-        return reverse("dashboard:decision-detail", args=[decision_id])
-    except NoReverseMatch:
-        return f"/decisions/{decision_id}/"
+    return optional_url("dashboard:decision-detail", decision_id) or f"/decisions/{decision_id}/"
 
 
 def fleet_rows(user) -> list[dict[str, Any]]:
@@ -66,6 +71,8 @@ def fleet_rows(user) -> list[dict[str, Any]]:
                 "reconfigurations": budget_status(reconf, app.eta_r),
                 "decision": decision,
                 "decision_url": decision_url(decision.id) if decision else None,
+                "dashboard_url": optional_url("dashboard:app-dashboard", app.name),
+                "edit_url": reverse("dashboard:app-edit", args=[app.name]),
                 "replicas": sum(d.total_replicas for d in deployments.get(app.id, [])),
             }
         )

@@ -166,3 +166,12 @@ def horizontal_overflow(pg, width: int = PHONE["width"]) -> int:
     extra = pg.evaluate("document.documentElement.scrollWidth - window.innerWidth")
     pg.set_viewport_size(before)
     return int(extra)
+
+
+def unlabelled_fields(pg) -> list[str]:
+    """Names of visible form controls of the page that have neither a <label> nor an aria-label."""
+    return pg.evaluate(
+        """() => [...document.querySelectorAll('input:not([type=hidden]), select, textarea')]
+            .filter(el => !el.closest('template') && el.labels.length === 0 && !el.getAttribute('aria-label'))
+            .map(el => el.name || el.id || el.outerHTML.slice(0, 60))"""
+    )

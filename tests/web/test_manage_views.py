@@ -298,3 +298,35 @@ def test_application_manifest_download_round_trips(alice_client, alice, shared):
     assert docs[0]["kind"] == "Application" and docs[0]["metadata"]["name"] == "wc"
     results = manifests.apply_documents(docs, alice)
     assert [r.action for r in results] == ["unchanged"]
+
+
+def dashboard_paths() -> list[str]:
+    """A concrete path for every page of the web app (placeholders filled with sample values)."""
+    from django.urls import URLPattern, URLResolver, get_resolver
+
+    def walk(patterns, prefix=""):
+        for p in patterns:
+            if isinstance(p, URLResolver):
+                yield from walk(p.url_patterns, prefix + str(p.pattern))
+            elif isinstance(p, URLPattern):
+                yield prefix + str(p.pattern)
+
+    (app,) = [r for r in get_resolver().url_patterns if getattr(r, "namespace", None) == "dashboard"]
+    out = []
+    for route in walk(app.url_patterns):
+        route = re.sub(r"<int:\w+>", "1", route)
+        out.append("/" + re.sub(r"<(?:str:)?\w+>", "wc", route))
+    return out
+
+
+def test_every_page_of_the_web_app_needs_a_login(client, shared):
+    paths = dashboard_paths()
+    assert "/" in paths and "/applications/new/" in paths and len(paths) >= 15
+    for path in paths:
+        for method in (client.get, client.post):
+            response = method(path)
+            if path.endswith(".json"):  # data for scripts: refused outright rather than redirected
+                assert response.status_code in (401, 403), (method.__name__, path)
+                continue
+            assert response.status_code == 302, (method.__name__, path)
+            assert response["Location"].startswith("/accounts/login/?next="), path

@@ -13,7 +13,14 @@ import yaml
 
 from autoscaler import models as m
 
-from ..conftest import SHARED_EXAMPLES, apply_examples, horizontal_overflow, screenshot
+from ..conftest import (
+    SHARED_EXAMPLES,
+    apply_examples,
+    horizontal_overflow,
+    login,
+    screenshot,
+    unlabelled_fields,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -65,6 +72,8 @@ def test_register_edit_start_and_fleet(logged_in_page):
     assert "nothing was changed" in pg.locator("#form-errors").inner_text()
     assert not m.Application.objects.filter(name="clicks").exists()
     assert pg.locator("#dag svg g.node").count() == 3  # the form kept what was typed
+    assert unlabelled_fields(pg) == []
+    assert horizontal_overflow(pg) == 0
     screenshot(pg, "app-register-error")
 
     pg.get_by_label("R_max (ms)").fill("250")
@@ -126,6 +135,7 @@ def test_manifest_upload_download_and_delete(logged_in_page, tmp_path):
     assert "documents[1].spec.replicas" in errors.inner_text()
     assert "9 replicas exceed maxParallelism 4" in errors.inner_text()
     assert not m.Application.objects.filter(name="uploaded").exists()  # all or nothing
+    assert unlabelled_fields(pg) == []
     screenshot(pg, "manifests-error")
 
     good = tmp_path / "good.yaml"
@@ -150,7 +160,10 @@ def test_manifest_upload_download_and_delete(logged_in_page, tmp_path):
     pg.wait_for_url("**/deployments/uploaded-b/edit/")
     assert m.Deployment.objects.get(name="uploaded-b").replicas == {"vm.small": 1, "vm.large": 1}
     assert pg.locator("#history tbody tr").count() == 2
+    assert unlabelled_fields(pg) == []
     screenshot(pg, "deployment-edit")
+    pg.get_by_role("link", name="Deployments", exact=True).click()
+    screenshot(pg, "deployments")
 
     pg.goto(pg.base_url + "/applications/uploaded/edit/")
     pg.get_by_role("link", name="Delete…").click()
@@ -177,6 +190,7 @@ def test_catalog_and_region_forms(logged_in_page):
     error.wait_for()
     assert "greater than 0" in error.inner_text()
     assert not m.NodeTypeCatalog.objects.exists()
+    assert unlabelled_fields(pg) == []
     screenshot(pg, "catalog-error")
     fill_row(pg, "nodetypes", 1, speedup="4")
     pg.get_by_role("button", name="Save catalog").click()
@@ -197,6 +211,34 @@ def test_catalog_and_region_forms(logged_in_page):
     pg.get_by_role("button", name="Save region").click()
     pg.wait_for_url("**/regions/lab-1/edit/")
     assert m.Region.objects.get(name="lab-1").max_new_nodes_per_period == 2
+    assert unlabelled_fields(pg) == []
     screenshot(pg, "region-edit")
     pg.get_by_role("link", name="Regions", exact=True).click()
     screenshot(pg, "regions")
+    pg.get_by_role("link", name="Node types").click()
+    screenshot(pg, "catalogs")
+    for name in ("regions", "catalogs"):
+        pg.goto(f"{pg.base_url}/{name}/")
+        assert horizontal_overflow(pg) == 0, name
+
+
+def test_login_logout_and_skip_link(page, browser_user):
+    page.goto(page.base_url + "/applications/new/")
+    page.wait_for_url("**/accounts/login/?next=/applications/new/")
+    assert unlabelled_fields(page) == []
+    page.get_by_label("Username").fill("webuser")
+    page.get_by_label("Password").fill("wrong")
+    page.get_by_role("button", name="Log in").click()
+    assert "Please enter a correct username and password" in page.locator(".form-errors").inner_text()
+    screenshot(page, "login-error")
+    page.get_by_label("Password").fill("pw-web-1")
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url("**/applications/new/")  # back where the user wanted to go
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.textContent") == "Skip to content"
+    page.get_by_role("button", name="Log out").click()
+    page.wait_for_url("**/accounts/login/")
+    page.goto(page.base_url + "/")
+    page.wait_for_url("**/accounts/login/?next=/")
+    login(page, "webuser", "pw-web-1")
+    assert page.get_by_role("heading", name="Fleet overview").is_visible()
