@@ -52,9 +52,18 @@ def _page(request: HttpRequest, editor: ApplicationEditor, app: m.Application | 
             "slo_text": editor.slo_text(),
             "has_errors": status == 400,
             "dashboard_url": optional_url("dashboard:app-dashboard", app.name) if app else None,
+            "operators": _operators_with_deployments(app) if app else [],
         },
         status=status,
     )
+
+
+def _operators_with_deployments(app: m.Application) -> list[tuple[m.Operator, m.Deployment | None]]:
+    deployments = {
+        d.operator_id: d
+        for d in m.Deployment.objects.filter(operator__application=app).select_related("region")
+    }
+    return [(op, deployments.get(op.id)) for op in app.operators.all()]
 
 
 @login_required

@@ -124,6 +124,10 @@ def resource_form(request: HttpRequest, slug: str, name: str | None = None) -> H
         status = 400
     else:
         editor = editor_class(manifest=stored, user=request.user)
+        if (
+            stored is None
+        ):  # links may prefill a new resource: /deployments/new/?application=wc&operator=split
+            editor.form.initial.update({k: v for k, v in request.GET.items() if k in editor.form.fields})
     return render(
         request,
         f"dashboard/manage/{slug}_form.html",

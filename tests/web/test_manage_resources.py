@@ -206,3 +206,25 @@ def test_export_downloads_round_trip(alice_client, alice, shared):
     only_apps = alice_client.get("/manifests/export/?kind=Application&format=json")
     assert json.loads(only_apps.content)["metadata"]["name"] == "wc"
     assert alice_client.get("/manifests/export/?kind=bogus").status_code == 302
+
+
+def test_application_page_lists_deployments_and_prefills_new_ones(alice_client, shared):
+    alice_client.post("/applications/new/", app_post())
+    page = alice_client.get("/applications/wc/edit/").content.decode()
+    link = "/deployments/new/?name=wc-split&amp;application=wc&amp;operator=split"
+    assert link in page
+    form = alice_client.get(link.replace("&amp;", "&")).content.decode()
+    assert 'name="name" value="wc-split"' in form and 'name="operator" value="split"' in form
+    assert '<option value="wc" selected>' in form
+    alice_client.post(
+        "/deployments/new/",
+        {
+            "name": "wc-split",
+            "application": "wc",
+            "operator": "split",
+            "region": "vm-local",
+            "replicas": "vm.small: 3",
+        },
+    )
+    page = alice_client.get("/applications/wc/edit/").content.decode()
+    assert 'href="/deployments/wc-split/edit/">wc-split</a> in vm-local' in page and "3 × vm.small" in page
