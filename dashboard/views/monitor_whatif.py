@@ -3,6 +3,8 @@ simulator run on the application's recorded trace as a Celery task; the page pol
 
 from __future__ import annotations
 
+import json
+
 from django.contrib.auth.decorators import login_required
 from django.db import transaction
 from django.http import JsonResponse
@@ -56,6 +58,10 @@ def whatif_page(request, name: str):
     run_id = request.GET.get("run")
     if run_id and run_id.isdigit():
         selected = WhatIfRun.objects.filter(application=app, pk=int(run_id)).first()
+        if selected is not None and request.method != "POST":  # the form shows what the run simulated
+            p = selected.params or {}
+            values = {k: p.get(k, values.get(k)) for k in FIELDS}
+            values["params"] = json.dumps(p["params"]) if p.get("params") else ""
     runs = WhatIfRun.objects.filter(application=app).order_by("-created_at")[:10]
     field_errors = {e["loc"]: e["msg"] for e in errors}
     return render(

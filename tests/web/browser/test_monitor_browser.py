@@ -1,0 +1,135 @@
+"""Browser tests of the monitoring pages (headless Chromium via Playwright against the live server).
+
+A running simulated application is driven by real control ticks (``run_tick``, the function the Celery task
+runs) while its dashboard is open: the charts and the scaling events appear without a reload; a scaling event
+opens its decision; the agent inspector draws the learned policy; a what-if is rejected with an invalid R_max,
+then runs in the background (the real task body in a thread, as a worker would run it) while the page shows its
+progress and finally the side-by-side comparison. Screenshots of every page at 1280x800 and 390x844.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from autoscaler.control.builders import simulated_pipeline
+from autoscaler.control.models import Decision
+from autoscaler.control.tick import run_tick
+from dashboard.views import monitor_whatif as whatif_view
+
+from ..conftest import horizontal_overflow, screenshot
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+BASE_SLOT = 29_000_000
+
+
+def drive(app, first: int, n: int) -> None:
+    for slot in range(first, first + n):
+        run_tick(app.pk, slot)
+
+
+def test_decisions_appear_on_the_dashboard_and_open(logged_in_page):
+    pg = logged_in_page
+    app = simulated_pipeline("live", n_operators=2, om_policy="ql-pds-plus", owner="webuser", rate_scale=1.5)
+    pg.goto(pg.base_url + "/applications/live/?range=all")
+    pg.wait_for_function("document.getElementById('chart-status').textContent.includes('No periods')")
+    assert pg.locator("#events tbody tr").first.inner_text().startswith("No scaling")
+    screenshot(pg, "monitor-dashboard-empty")
+    drive(app, BASE_SLOT, 40)  # the control loop runs while the page is open
+    pg.wait_for_function("Number(document.getElementById('charts').dataset.rows || 0) >= 40", timeout=20_000)
+    granted = Decision.objects.filter(application=app).exclude(outcome__in=["no_change", "no_data"]).count()
+    assert granted > 0
+    assert pg.locator("#events tbody tr").count() == min(granted, 200)
+    # six charts with their titles and units, on one shared time axis
+    text = pg.locator("#charts").text_content()
+    for title in (
+        "Input rate and processing capacity (tuples/s)",
+        "End-to-end response time vs R_max (ms)",
+        "Budget burn-down",
+        "Cost per hour by node type",
+        "Cumulative cost by node type",
+        "Replicas per operator",
+    ):
+        assert title in text
+    assert pg.locator("#charts .main-svg").count() >= 1
+    assert horizontal_overflow(pg) <= 0
+    screenshot(pg, "monitor-dashboard")
+    # the range picker reloads the data without a page load
+    pg.get_by_label("Last hour").check()
+    pg.wait_for_function("location.search === '?range=hour'")
+    pg.wait_for_function("Number(document.getElementById('charts').dataset.rows) === 40")
+    # open the newest scaling event: its decision page
+    link = pg.locator("#events tbody tr a").first
+    href = link.get_attribute("href")
+    link.click()
+    pg.wait_for_url("**" + href)
+    d = Decision.objects.get(pk=int(href.rstrip("/").split("/")[-1]))
+    assert pg.locator("#outcome").inner_text() == d.get_outcome_display()
+    assert pg.locator("#alternatives tbody tr").count() == len(d.proposal["explanation"]["alternatives"])
+    assert pg.locator("#alternatives tr.chosen").count() == 1
+    assert d.reason in pg.locator("#reason").inner_text()
+    screenshot(pg, "monitor-decision")
+    # the decision explorer, filtered on the operator
+    pg.get_by_role("link", name=f"All decisions of {d.operator.name}").click()
+    pg.wait_for_selector("#decision-table")
+    assert pg.locator("#decision-table tbody tr").count() == 40
+    pg.get_by_label("Granted or denied").select_option("granted")
+    pg.get_by_role("button", name="Filter").click()
+    pg.wait_for_url("**granted=granted**")
+    expected = Decision.objects.filter(application=app, operator=d.operator, granted=True).count()
+    assert pg.locator("#decision-table tbody tr[data-outcome]").count() == expected
+    screenshot(pg, "monitor-decisions")
+    # the agent inspector: one learned-policy heatmap and one learning curve per operator
+    pg.goto(pg.base_url + "/applications/live/agents/")
+    pg.wait_for_selector(".heatmap .main-svg")
+    assert pg.locator(".heatmap .main-svg").count() >= 2 and pg.locator(".curve .main-svg").count() >= 2
+    assert "Learned policy of op0" in pg.locator(".heatmap").first.text_content()
+    screenshot(pg, "monitor-agents")
+
+
+def test_whatif_rejects_then_runs_with_progress(logged_in_page, monkeypatch):
+    pg = logged_in_page
+    app = simulated_pipeline("wi", n_operators=2, om_policy="ql-pds-plus", owner="webuser", rate_scale=1.5)
+    drive(app, BASE_SLOT, 30)
+    gate = threading.Event()
+    threads: list[threading.Thread] = []
+
+    def enqueue(run_id: int) -> None:  # a worker: the real task body, in the background
+        from django.db import connection
+
+        from dashboard.tasks import execute
+
+        def work() -> None:
+            gate.wait(20)  # hold the run so the page shows it queued before it finishes
+            try:
+                execute(run_id)
+            finally:
+                connection.close()
+
+        t = threading.Thread(target=work, daemon=True)
+        threads.append(t)
+        t.start()
+
+    monkeypatch.setattr(whatif_view, "_enqueue", enqueue)
+    pg.goto(pg.base_url + "/applications/wi/whatif/")
+    pg.get_by_label("Operator Manager policy").select_option("threshold")
+    pg.get_by_label("R_max (ms)").fill("0")
+    pg.get_by_role("button", name="Run what-if").click()
+    assert "must be > 0" in pg.locator("[data-field='rMaxMs'] .errorlist").inner_text()
+    assert pg.locator("#form-errors").is_visible()
+    screenshot(pg, "monitor-whatif-rejected")
+    pg.get_by_label("R_max (ms)").fill("80")
+    pg.get_by_role("button", name="Run what-if").click()
+    pg.wait_for_url("**/whatif/?run=*")
+    assert pg.locator("#whatif-state").inner_text().startswith("queued")
+    gate.set()
+    pg.wait_for_function("document.getElementById('whatif-run').dataset.status === 'done'", timeout=30_000)
+    assert pg.locator("#whatif-progress").evaluate("el => el.value") == 1
+    table = pg.locator("#whatif-compare").inner_text()
+    assert "What happened" in table and "What-if (simulated)" in table and "Cost per hour" in table
+    assert pg.locator("#whatif-chart .main-svg").count() >= 1
+    screenshot(pg, "monitor-whatif")
+    for t in threads:
+        t.join(10)
