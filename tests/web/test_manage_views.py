@@ -127,6 +127,17 @@ def test_register_application_through_the_form(alice_client, alice, shared):
         ({"policy_om_params": "alpha: [1"}, "policy_om_params", "not valid YAML"),
         ({"connector": "rateScale: -1"}, "connector", "rateScale: Input should be greater than 0"),
         ({"engine": "storm"}, "engine", "Input should be 'spark', 'flink' or 'simulated'"),
+        (
+            {"paths-TOTAL_FORMS": "1", "paths-0-path": "src, out", "paths-0-r_max_ms": "30"},
+            "paths-0-path",
+            "no stream src -> out",
+        ),
+        (
+            {"paths-TOTAL_FORMS": "1", "paths-0-path": "src, split, out", "paths-0-r_max_ms": "0"},
+            "paths-0-r_max_ms",
+            "greater than 0",
+        ),
+        ({"regions": ["vm-local", "atlantis"]}, "regions", "unknown region 'atlantis'"),
     ],
 )
 def test_invalid_input_is_shown_next_to_its_field_and_nothing_is_stored(
@@ -145,6 +156,16 @@ def test_invalid_input_is_shown_next_to_its_field_and_nothing_is_stored(
         assert field in errors and message in errors[field], errors
     assert "Not saved: nothing was changed." in html
     assert not m.Application.objects.exists() and not m.Operator.objects.exists()
+
+
+def test_per_path_bounds_are_stored_and_shown_again(alice_client, alice, shared):
+    data = app_post(**{"paths-TOTAL_FORMS": "1", "paths-0-path": "src, split, out", "paths-0-r_max_ms": "30"})
+    assert alice_client.post("/applications/new/", data).status_code == 302
+    assert m.Application.objects.get(name="wc").slo_paths == [
+        {"path": ["src", "split", "out"], "rMaxMs": 30.0}
+    ]
+    page = alice_client.get("/applications/wc/edit/").content.decode()
+    assert 'name="paths-0-path" value="src, split, out"' in page
 
 
 def test_cycle_and_graph_errors_reach_the_form(alice_client, shared):
