@@ -29,6 +29,7 @@ def test_examples_apply_cleanly_and_idempotently(alice, capsys):
         "paper-b-diamond",
         "paper-c-multisink",
         "wordcount-multilevel",
+        "flink-wordcount",
     }
     call_command("apply", "-f", str(EXAMPLES), "--owner", "alice")
     second = capsys.readouterr().out.splitlines()
