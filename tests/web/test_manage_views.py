@@ -162,7 +162,7 @@ def test_per_path_bounds_are_stored_and_shown_again(alice_client, alice, shared)
     data = app_post(**{"paths-TOTAL_FORMS": "1", "paths-0-path": "src, split, out", "paths-0-r_max_ms": "30"})
     assert alice_client.post("/applications/new/", data).status_code == 302
     assert m.Application.objects.get(name="wc").slo_paths == [
-        {"path": ["src", "split", "out"], "rMaxMs": 30.0}
+        {"path": ["src", "split", "out"], "r_max_ms": 30.0}
     ]
     page = alice_client.get("/applications/wc/edit/").content.decode()
     assert 'name="paths-0-path" value="src, split, out"' in page
