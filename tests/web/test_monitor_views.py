@@ -270,3 +270,31 @@ def test_whatif_without_recorded_data_fails_with_a_reason(alice, alice_client):
     run.refresh_from_db()
     assert "fewer than 2 recorded periods" in run.error
     assert alice_client.get(f"/applications/blank/whatif/?run={run.pk}").status_code == 200
+
+
+def test_rollup_marks_no_data_periods_and_waits_for_a_pending_tick(alice):
+    from autoscaler.control.models import SimulatedEngine
+
+    app = simulated_pipeline("gaps", n_operators=1, owner="alice", om_policy="threshold")
+    drive(app, 2)
+    SimulatedEngine.objects.filter(application=app).update(faults={"missingSlots": [BASE_SLOT + 2]})
+    drive(app, 2, BASE_SLOT + 2)  # the tick of slot +3 observes the missing period
+    assert monitor_rollup.catch_up(app) == 4
+    frame = monitor_rollup.load(app)
+    assert frame.col("no_data").tolist() == [0.0, 0.0, 0.0, 1.0]
+    assert np.isnan(frame.col("violated")[3]) and np.isnan(frame.col("rate")[3])
+    # a tick still running holds back the ticks after it until it finishes
+    Tick.objects.create(application=app, slot=BASE_SLOT + 4, period_s=60.0, status=Tick.Status.RUNNING)
+    Tick.objects.create(application=app, slot=BASE_SLOT + 5, period_s=60.0, status=Tick.Status.NO_DATA)
+    assert monitor_rollup.catch_up(app) == 0
+    Tick.objects.filter(application=app, slot=BASE_SLOT + 4).update(status=Tick.Status.NO_DATA)
+    assert monitor_rollup.catch_up(app) == 2
+    # the dashboard counts the no-data periods out of the violation fraction
+    d = monitor_data_for(app)
+    assert d["rows"] == 6 and d["violatedPeriods"] == int(np.nansum(frame.col("violated")))
+
+
+def monitor_data_for(app):
+    from dashboard import monitor_data
+
+    return monitor_data.dashboard_data(app, "all")
