@@ -52,6 +52,8 @@ class ApplicationControl(models.Model):
     window_reconfigured = models.PositiveIntegerField(default=0)
     window_cost = models.FloatField(default=0.0)
     window_seconds = models.FloatField(default=0.0)
+    # time windows (last hour / day / 7 days) as bucketed rings, see autoscaler.control.aggregates
+    time_windows = models.BinaryField(default=b"", blank=True, help_text="bucketed rings (format byte first)")
     # Prometheus counters (monotonic) and the tick-latency histogram (bucket upper bound in s -> count)
     ticks_total = models.BigIntegerField(default=0)
     duplicate_ticks_total = models.BigIntegerField(default=0)
@@ -170,6 +172,11 @@ class RegionTick(models.Model):
     proposals = models.JSONField(default=list)
     decisions = models.JSONField(default=list)
     agent_state = models.BinaryField(null=True, blank=True)
+    period_s = models.FloatField(default=0.0, help_text="the region's RM period when the step ran (s)")
+    warnings = models.JSONField(default=list, blank=True, help_text="e.g. disagreeing declared policies")
+    executed = models.JSONField(
+        default=list, blank=True, help_text="what the node provider did: acquired/released node ids, errors"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -191,3 +198,79 @@ class SimulatedEngine(models.Model):
     applies = models.PositiveIntegerField(default=0)
     faults = models.JSONField(default=dict, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+
+class RegionControl(models.Model):
+    """Per-region control settings and the policies in force (see ``autoscaler.control.regions``).
+
+    ``rm_period_s``: the region's RM period (s); null = the shortest OM period of the applications placed in it.
+    ``rm_policy``/``im_policy`` (+ params): the policies the last step used and where they came from.
+    """
+
+    region = models.OneToOneField(Region, on_delete=models.CASCADE, related_name="control")
+    rm_period_s = models.FloatField(null=True, blank=True)
+    rm_policy = models.CharField(max_length=63, blank=True, default="")
+    rm_params = models.JSONField(default=dict, blank=True)
+    im_policy = models.CharField(max_length=63, blank=True, default="")
+    im_params = models.JSONField(default=dict, blank=True)
+    policy_source = models.TextField(blank=True, default="", help_text="which application declared them")
+    capacity = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="snapshot of the last RM step: ready_slots / used_slots per node type, slot (for the AM)",
+    )
+    last_error = models.TextField(blank=True, default="")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"control of region {self.region}"
+
+
+class RegionNode(models.Model):
+    """One node of a region as acquired through its NodeProvider (durable record; released nodes are kept).
+
+    Times are seconds since the epoch: a node can host replicas from ``ready_at_s`` (acquisition + the region's
+    provisioning delay)."""
+
+    class State(models.TextChoices):
+        BOOTING = "booting"
+        READY = "ready"
+        RELEASED = "released"
+        LOST = "lost"
+
+    region = models.ForeignKey(Region, on_delete=models.CASCADE, related_name="control_nodes")
+    node_id = models.CharField(max_length=255)
+    node_type = models.CharField(max_length=63)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.BOOTING)
+    provider = models.CharField(max_length=63, default="bookkeeping")
+    acquired_slot = models.BigIntegerField(default=-1)
+    acquired_at_s = models.FloatField(default=0.0)
+    ready_at_s = models.FloatField(default=0.0)
+    released_slot = models.BigIntegerField(null=True, blank=True)
+    released_at_s = models.FloatField(null=True, blank=True)
+    reason = models.TextField(blank=True, default="", help_text="the RM/IM decision that acquired/released it")
+    details = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["region", "acquired_at_s", "id"]
+        indexes = [models.Index(fields=["region", "state"])]
+
+    def __str__(self) -> str:
+        return f"{self.region}/{self.node_id} ({self.node_type}, {self.state})"
+
+
+class WaitingRequest(models.Model):
+    """An OM scale-out the AM could not place because the region has no free provisioned slot of the node type:
+    it waits for the RM/IM (an unsatisfied request M_r of the RM cost), one row per operator."""
+
+    region = models.ForeignKey(Region, on_delete=models.CASCADE, related_name="waiting_requests")
+    application = models.ForeignKey(Application, on_delete=models.CASCADE, related_name="waiting_requests")
+    operator = models.OneToOneField(Operator, on_delete=models.CASCADE, related_name="waiting_request")
+    node_type = models.CharField(max_length=63)
+    slots = models.PositiveIntegerField(default=1, help_text="replica slots (cores) the request needs")
+    since_slot = models.BigIntegerField()
+    last_slot = models.BigIntegerField()
+    reason = models.TextField(blank=True, default="")
+
+    def __str__(self) -> str:
+        return f"{self.operator} waits for {self.slots} {self.node_type} slot(s) in {self.region}"

@@ -1,10 +1,40 @@
-"""RM step + IM arbitration of one region per RM period (paper 004), recorded in ``RegionTick``.
+"""RM step + IM arbitration of one region per RM period (paper 004 Sec. 6), realised through the region's
+NodeProvider and recorded durably (``RegionTick``: one row per (region, slot); ``RegionNode``: every node).
 
-The region's node pool is bookkept by the control plane: ``active`` nodes per type carried from the previous
-region tick (initially the nodes the running deployments need), ``used`` = replicas the engines currently run in
-the region (one replica per core), ``idle`` = active nodes hosting no replica. The RM policy (``simple`` unless
-``AUTOSCALER_RM_POLICY`` says otherwise) proposes acquisitions/releases and the IM (``cheapest-first``) grants them
-within the region's quota (``maxNodes``, ``maxNewNodesPerPeriod``); granted deltas update the pool.
+Policies (the rule when applications disagree). The RM and IM policies of a region are the ones DECLARED by the
+applications placed in it (``spec.policies.rm`` / ``spec.policies.im`` with their params; "placed" = the region
+is in ``spec.regions`` or an operator's Deployment runs there; deleted applications do not count). When several
+applications declare different policies (or params) for the same level, the FIRST DECLARED wins (the oldest
+application, by creation time then id) and every step records a warning naming the applications overruled, in
+``RegionTick.warnings`` (shown with the region's decisions). A level no application declares uses
+``AUTOSCALER_RM_POLICY`` ("simple") / "cheapest-first" with default params. When the policy or its params
+change, the RM agent starts afresh (recorded as a warning); otherwise its state carries over from the previous
+step bit-exactly.
+
+Period. ``RegionControl.rm_period_s`` (s, per region, editable through the admin or ``set_rm_period``);
+unset = the shortest OM period of the running applications placed in the region. Slot ``s`` starts at
+``s * period``; the step of slot ``s`` runs once (a duplicate returns the recorded decisions).
+
+Nodes. The provider is ``Region.provider`` (``connectors.providers.build_provider``; ``bookkeeping`` regions use
+``autoscaler.control.nodes.LedgerProvider`` over the durable rows). At a region's first step with a bookkeeping
+provider the nodes the running deployments need are adopted as ready; with a real provider every step reconciles:
+nodes the provider runs that are not recorded are adopted, recorded nodes it no longer runs become ``lost``.
+An acquired node is ``booting`` until ``acquired + Region.provisioningDelayS``, then ``ready``; only ready nodes
+host replicas and count as capacity. A release stops only idle nodes: a ready node is busy when the replicas the
+region's applications run (one per core) need it (the first nodes of a type, oldest first, are filled first) or
+when the provider says so. Provider failures are recorded (``RegionTick.executed`` / ``RegionControl.last_error``)
+and the RM is told what was really done.
+
+State given to the RM: ``active`` = ready nodes per type, ``pending`` = booting, ``idle`` = ready and not busy,
+``used_slots``/``total_slots`` = replicas running / slots on ready nodes, ``utilisation`` = used / total slots,
+``unsatisfied`` / ``waiting_slots`` = the scale-outs waiting for capacity in this region (``WaitingRequest``,
+written by the application ticks; the M_r term of the RM cost).
+
+Capacity for the AM. Each step stores ``RegionControl.capacity`` = {ready_slots, used_slots} per node type; an
+application's tick lets its AM grant at most ``ready_slots - (used_slots - the application's own replicas)``
+replicas per type in the region. Known approximation: grants of different applications between two RM steps are
+not coordinated and may together exceed the free slots by their granted scale-outs; the next RM step sees no idle
+node and acquires.
 """
 
 from __future__ import annotations
@@ -15,33 +45,103 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Q, Sum
 
-from autoscaler.control.models import RegionTick, SimulatedEngine
-from autoscaler.models import Deployment, Region
+from autoscaler.control.models import RegionControl, RegionNode, RegionTick, SimulatedEngine, WaitingRequest
+from autoscaler.control.nodes import LedgerProvider, active_nodes, region_provider
+from autoscaler.models import Application, Deployment, Region
+from connectors.infrastructure import NodeProvider, NodeSpec, ProviderError
+from connectors.providers import ProviderUnavailable
 from policies import registry
 from policies.im.global_policy import RegionQuota
 from policies.model import NodeType as PolicyNodeType
 from policies.rm.base import RegionState
 
 DEFAULT_RM_PERIOD_S = 60.0
+DEFAULT_IM_POLICY = "cheapest-first"
+
+
+def default_rm_policy() -> str:
+    return str(getattr(settings, "AUTOSCALER_RM_POLICY", "simple"))
 
 
 def rm_period_s() -> float:
+    """The default RM period (s) when a region has neither its own period nor applications."""
     return float(getattr(settings, "AUTOSCALER_RM_PERIOD_S", DEFAULT_RM_PERIOD_S))
 
 
-def _catalog(region: Region) -> tuple[PolicyNodeType, ...]:
+def placed_applications(region: Region):
+    """Applications placed in ``region`` (declared region or a deployment there), oldest first."""
+    return (
+        Application.objects.filter(Q(regions=region) | Q(operators__deployment__region=region))
+        .exclude(state=Application.State.DELETED)
+        .distinct()
+        .order_by("created_at", "pk")
+    )
+
+
+def region_period_s(region: Region, control: RegionControl | None = None) -> float:
+    """The region's RM period (s): its own setting, else the shortest OM period of its running applications."""
+    control = control or RegionControl.objects.filter(region=region).first()
+    if control is not None and control.rm_period_s:
+        return float(control.rm_period_s)
+    periods = placed_applications(region).filter(state=Application.State.RUNNING).values_list(
+        "om_period_s", flat=True
+    )
+    return float(min(periods, default=rm_period_s()))
+
+
+def set_rm_period(region: Region, period_s: float | None) -> RegionControl:
+    """Set (or with None clear) the region's RM period; takes effect at the next dispatch, no restart."""
+    if period_s is not None and (not isinstance(period_s, (int, float)) or not period_s > 0):
+        raise ValueError(f"rm_period_s: must be a number of seconds > 0, got {period_s!r}")
+    control, _ = RegionControl.objects.get_or_create(region=region)
+    control.rm_period_s = period_s
+    control.save(update_fields=["rm_period_s", "updated_at"])
+    return control
+
+
+def declared_policy(region: Region, level: str, default: str) -> tuple[str, dict[str, Any], str, list[str]]:
+    """(name, params, source, warnings) of the ``level`` ("rm"/"im") policy in force (first declared wins)."""
+    chosen: tuple[str, dict[str, Any], str] | None = None
+    warnings: list[str] = []
+    for app in placed_applications(region).only("pk", "name", "policies", "created_at"):
+        value = (app.policies or {}).get(level)
+        if value is None:
+            continue
+        name = value if isinstance(value, str) else str(value.get("name"))
+        params = {} if isinstance(value, str) else dict(value.get("params") or {})
+        if chosen is None:
+            chosen = (name, params, f"declared by application {app.name!r}")
+        elif (name, params) != chosen[:2]:
+            warnings.append(
+                f"application {app.name!r} declares {level} policy {name!r} {params or ''}".rstrip()
+                + f" but region {region.name!r} runs {chosen[0]!r} {chosen[2]} (first declared wins)"
+            )
+    if chosen is None:
+        return default, {}, "default (no application declares one)", warnings
+    return chosen[0], chosen[1], chosen[2], warnings
+
+
+def catalog_of(region: Region) -> tuple[PolicyNodeType, ...]:
     return tuple(
         PolicyNodeType(t.name, float(t.speedup), float(t.price_per_hour), t.cores, t.memory_mib)
         for t in region.catalog.node_types.order_by("position")
     )
 
 
-def _used_replicas(region: Region, names: list[str]) -> np.ndarray:
+def used_replicas(region: Region, names: list[str]) -> np.ndarray:
+    """Replicas per node type the region's applications run now (the simulated engine's deployment when there
+    is one, else the stored Deployment)."""
     used = np.zeros(len(names), dtype=np.int64)
     index = {n: i for i, n in enumerate(names)}
-    engines = {e.application_id: e.deployments or {} for e in SimulatedEngine.objects.all()}
-    for dep in Deployment.objects.filter(region=region).select_related("operator"):
+    deps = list(Deployment.objects.filter(region=region).select_related("operator"))
+    app_ids = {d.operator.application_id for d in deps}
+    engines = {
+        e.application_id: e.deployments or {}
+        for e in SimulatedEngine.objects.filter(application_id__in=app_ids).only("application_id", "deployments")
+    }
+    for dep in deps:
         running = engines.get(dep.operator.application_id, {}).get(dep.operator.name, dep.replicas)
         for t, n in running.items():
             if t in index:
@@ -49,9 +149,17 @@ def _used_replicas(region: Region, names: list[str]) -> np.ndarray:
     return used
 
 
-def region_step(region_id: int, slot: int) -> dict[str, Any]:
-    """Run the RM step and IM arbitration of ``region`` for ``slot`` once (a duplicate returns the record)."""
+def region_step(
+    region_id: int, slot: int, provider: NodeProvider | None = None, now_s: float | None = None
+) -> dict[str, Any]:
+    """Run the RM step and IM arbitration of the region for ``slot`` once (a duplicate returns the record).
+
+    ``provider`` replaces the region's declared provider (tests); ``now_s`` (s since the epoch) defaults to the
+    start of the slot."""
     region = Region.objects.select_related("catalog").get(pk=region_id)
+    control, _ = RegionControl.objects.get_or_create(region=region)
+    period_s = region_period_s(region, control)
+    now_s = slot * period_s if now_s is None else float(now_s)
     with transaction.atomic():
         try:
             row, _ = RegionTick.objects.select_for_update().get_or_create(region=region, slot=slot)
@@ -59,77 +167,278 @@ def region_step(region_id: int, slot: int) -> dict[str, Any]:
             row = RegionTick.objects.select_for_update().get(region=region, slot=slot)
         if row.policy:
             return {"duplicate": True, "decisions": row.decisions}
-        catalog = _catalog(region)
-        names = [t.name for t in catalog]
-        cores = np.array([max(t.cores, 1) for t in catalog], dtype=np.int64)
-        used_replicas = _used_replicas(region, names)
-        needed = np.ceil(used_replicas / cores).astype(np.int64)
-        prev = (
-            RegionTick.objects.filter(region=region, slot__lt=slot)
-            .exclude(policy="")
-            .order_by("-slot")
-            .first()
+        control = RegionControl.objects.select_for_update().get(pk=control.pk)
+        return _step(region, control, row, slot, period_s, now_s, provider)
+
+
+def _step(region, control, row, slot, period_s, now_s, provider) -> dict[str, Any]:
+    catalog = catalog_of(region)
+    names = [t.name for t in catalog]
+    cores = np.array([max(t.cores, 1) for t in catalog], dtype=np.int64)
+    specs = {t.name: t for t in region.catalog.node_types.all()}
+    rm_name, rm_params, rm_source, warnings = declared_policy(region, "rm", default_rm_policy())
+    im_name, im_params, im_source, im_warnings = declared_policy(region, "im", DEFAULT_IM_POLICY)
+    warnings += im_warnings
+    row.period_s = period_s
+    executed: list[dict[str, Any]] = []
+    rows = active_nodes(region)
+    used = used_replicas(region, names)
+    needed = np.ceil(used / cores).astype(np.int64)
+    # ---- the provider and the durable node record ------------------------------------------------------
+    try:
+        provider = provider or region_provider(region, rows)
+    except ProviderUnavailable as exc:
+        return _no_action(row, control, rm_name, f"provider unavailable: {exc}", warnings)
+    first_step = not RegionNode.objects.filter(region=region).exists()
+    if isinstance(provider, LedgerProvider):
+        if first_step:
+            rows = _adopt_needed(region, provider, names, needed, slot, now_s, specs)
+            executed.append({"adopted": [r.node_id for r in rows]})
+    else:
+        try:
+            seen = {n.node_id: n for n in provider.nodes()}
+        except ProviderError as exc:
+            return _no_action(row, control, rm_name, f"provider failed to list nodes: {exc}", warnings)
+        rows, changes = _reconcile(region, rows, seen, slot, now_s, provider.kind)
+        executed += changes
+    for r in rows:
+        if r.state == RegionNode.State.BOOTING and r.ready_at_s <= now_s:
+            r.state = RegionNode.State.READY
+            r.save(update_fields=["state"])
+    ready = [r for r in rows if r.state == RegionNode.State.READY]
+    booting = [r for r in rows if r.state == RegionNode.State.BOOTING]
+    active = np.array([sum(r.node_type == n for r in ready) for n in names], dtype=np.int64)
+    pending = np.array([sum(r.node_type == n for r in booting) for n in names], dtype=np.int64)
+    busy_ids = _busy(ready, names, needed, provider)
+    idle = np.array(
+        [sum(r.node_type == n and r.node_id not in busy_ids for r in ready) for n in names], dtype=np.int64
+    )
+    waiting = WaitingRequest.objects.filter(region=region).aggregate(n=Sum("slots"))
+    unsatisfied = WaitingRequest.objects.filter(region=region).count()
+    total_slots = int((active * cores).sum())
+    state = RegionState(
+        region.name,
+        active,
+        pending,
+        idle,
+        int(used.sum()),
+        total_slots,
+        float(min(used.sum() / total_slots, 1.0)) if total_slots else 0.0,
+        unsatisfied,
+        int(waiting["n"] or 0),
+    )
+    # ---- RM (learn from the period that ended, propose) and IM (grant) ----------------------------------
+    rm = registry.load("rm", rm_name)(region.name, catalog, k_max=region.max_nodes, params=rm_params, seed=region.pk)
+    prev = RegionTick.objects.filter(region=region, slot__lt=slot).exclude(policy="").order_by("-slot").first()
+    same = control.rm_policy == rm_name and control.rm_params == rm_params
+    if prev is not None and prev.agent_state and prev.policy == rm_name and same:
+        rm.load_state(bytes(prev.agent_state))
+    elif prev is not None and prev.policy and not same:
+        warnings.append(
+            f"RM policy changed from {control.rm_policy!r} {control.rm_params} to {rm_name!r} {rm_params}: "
+            "the RM agent starts afresh"
         )
-        active = (
-            np.array(prev.state.get("active", needed.tolist()), dtype=np.int64) if prev else needed.copy()
-        )
-        active = np.maximum(active, needed)
-        idle = active - needed
-        state = RegionState(
-            region.name,
-            active,
-            np.zeros(len(names), dtype=np.int64),
-            idle,
-            int(used_replicas.sum()),
-            int((active * cores).sum()),
-            0.0,
-        )
-        name = getattr(settings, "AUTOSCALER_RM_POLICY", "simple")
-        rm = registry.load("rm", name)(region.name, catalog, k_max=region.max_nodes)
-        if prev is not None and prev.agent_state and prev.policy == name:
-            rm.load_state(bytes(prev.agent_state))
-        proposals = rm.propose(state)
-        im = registry.load("im", "cheapest-first")(
-            {region.name: catalog},
-            {region.name: RegionQuota(region.max_nodes, region.max_new_nodes_per_period)},
-        )
-        decisions = im.decide(proposals, {region.name: state}) if proposals else []
-        deltas = []
-        for d in decisions:
-            ti = names.index(d.proposal.node_type)
-            active[ti] = max(active[ti] + d.granted, needed[ti])
-            deltas.append(d.granted)
-        if proposals:
-            by_id = {id(d.proposal): d.granted for d in decisions}
-            rm.granted(proposals, [by_id.get(id(p), 0) for p in proposals])
-        row.policy = name
-        row.state = {
-            "active": active.tolist(),
-            "used_replicas": used_replicas.tolist(),
-            "idle": (active - needed).tolist(),
-            "node_types": names,
+    proposals = rm.propose(state)
+    im = registry.load("im", im_name)(
+        {region.name: catalog},
+        {region.name: RegionQuota(region.max_nodes, region.max_new_nodes_per_period)},
+        params=im_params,
+    )
+    decisions = im.decide(proposals, {region.name: state}) if proposals else []
+    # ---- realise the grants through the provider -----------------------------------------------------------
+    done: dict[int, int] = {}
+    for d in decisions:
+        t = d.proposal.node_type
+        if d.granted > 0:
+            n = _acquire(region, provider, specs[t], d.granted, slot, now_s, d.reason, rows, executed)
+        elif d.granted < 0:
+            n = -_release(region, provider, t, -d.granted, busy_ids, slot, now_s, d.reason, rows, executed)
+        else:
+            n = 0
+        done[id(d.proposal)] = n
+    rm.granted(proposals, [done.get(id(p), 0) for p in proposals])
+    # ---- record --------------------------------------------------------------------------------------------
+    ready_after = [r for r in rows if r.state == RegionNode.State.READY]
+    ready_slots = {n: int(sum(r.node_type == n for r in ready_after) * c) for n, c in zip(names, cores, strict=True)}
+    row.policy = rm_name
+    row.state = {
+        "node_types": names,
+        "active": active.tolist(),
+        "pending": pending.tolist(),
+        "idle": idle.tolist(),
+        "used_replicas": used.tolist(),
+        "needed_nodes": needed.tolist(),
+        "used_slots": state.used_slots,
+        "total_slots": state.total_slots,
+        "utilisation": state.utilisation,
+        "unsatisfied": unsatisfied,
+        "waiting_slots": state.waiting_slots,
+        "period_s": period_s,
+        "rm": {"policy": rm_name, "params": rm_params, "source": rm_source},
+        "im": {"policy": im_name, "params": im_params, "source": im_source},
+        "provider": provider.kind,
+    }
+    row.proposals = [
+        {"node_type": p.node_type, "delta": p.delta, "reason": p.reason, "explanation": _finite(p.explanation)}
+        for p in proposals
+    ]
+    row.decisions = [
+        {
+            "node_type": d.proposal.node_type,
+            "requested": d.proposal.delta,
+            "granted": d.granted,
+            "executed": done.get(id(d.proposal), 0),
+            "reason": d.reason,
         }
-        row.proposals = [
-            {
-                "node_type": p.node_type,
-                "delta": p.delta,
-                "reason": p.reason,
-                "explanation": _finite(p.explanation),
-            }
-            for p in proposals
-        ]
-        row.decisions = [
-            {
-                "node_type": d.proposal.node_type,
-                "requested": d.proposal.delta,
-                "granted": d.granted,
-                "reason": d.reason,
-            }
-            for d in decisions
-        ]
-        row.agent_state = rm.state_bytes()
-        row.save()
-        return {"duplicate": False, "decisions": row.decisions}
+        for d in decisions
+    ]
+    row.warnings = warnings
+    row.executed = executed
+    row.agent_state = rm.state_bytes()
+    row.save()
+    control.rm_policy, control.rm_params = rm_name, rm_params
+    control.im_policy, control.im_params = im_name, im_params
+    control.policy_source = f"rm: {rm_source}; im: {im_source}"
+    control.capacity = {
+        "slot": slot,
+        "ready_slots": ready_slots,
+        "used_slots": {n: int(u) for n, u in zip(names, used, strict=True)},
+    }
+    errors = [e["error"] for e in executed if "error" in e]
+    control.last_error = f"slot {slot}: {errors[-1]}" if errors else ""
+    control.save()
+    provider.close()
+    return {"duplicate": False, "decisions": row.decisions, "warnings": warnings}
+
+
+def _no_action(row, control, rm_name, error, warnings) -> dict[str, Any]:
+    row.policy = rm_name
+    row.warnings = warnings
+    row.executed = [{"error": error}]
+    row.decisions = []
+    row.save()
+    control.last_error = f"slot {row.slot}: {error}"
+    control.save(update_fields=["last_error", "updated_at"])
+    return {"duplicate": False, "decisions": [], "error": error, "warnings": warnings}
+
+
+def _adopt_needed(region, provider, names, needed, slot, now_s, specs) -> list[RegionNode]:
+    """First step of a bookkeeping region: the nodes the running deployments need exist already."""
+    rows = []
+    for name, n in zip(names, needed, strict=True):
+        if n <= 0:
+            continue
+        t = specs[name]
+        for node in provider.acquire(NodeSpec(name, t.cores, t.memory_mib, t.speedup, t.price_per_hour), int(n)):
+            rows.append(
+                RegionNode.objects.create(
+                    region=region,
+                    node_id=node.node_id,
+                    node_type=name,
+                    state=RegionNode.State.READY,
+                    provider=provider.kind,
+                    acquired_slot=slot,
+                    acquired_at_s=now_s,
+                    ready_at_s=now_s,
+                    reason="adopted: hosts the running deployments at the region's first step",
+                )
+            )
+    return rows
+
+
+def _reconcile(region, rows, seen, slot, now_s, kind) -> tuple[list[RegionNode], list[dict[str, Any]]]:
+    changes = []
+    kept = []
+    for r in rows:
+        if r.node_id in seen:
+            kept.append(r)
+            continue
+        r.state, r.released_slot, r.released_at_s = RegionNode.State.LOST, slot, now_s
+        r.reason += "; lost: the provider no longer runs it"
+        r.save()
+        changes.append({"lost": r.node_id})
+    known = {r.node_id for r in rows}
+    for node_id, node in seen.items():
+        if node_id in known:
+            continue
+        kept.append(
+            RegionNode.objects.create(
+                region=region,
+                node_id=node_id,
+                node_type=node.node_type,
+                state=RegionNode.State.READY,
+                provider=kind,
+                acquired_slot=slot,
+                acquired_at_s=now_s,
+                ready_at_s=now_s,
+                reason="adopted: found running at the provider",
+                details=_finite(node.details),
+            )
+        )
+        changes.append({"adopted": node_id})
+    return kept, changes
+
+
+def _busy(ready: list[RegionNode], names: list[str], needed: np.ndarray, provider: NodeProvider) -> set[str]:
+    """Ready nodes that host replicas: per type the oldest ``needed`` ones, plus those the provider calls busy."""
+    busy: set[str] = set()
+    for name, n in zip(names, needed, strict=True):
+        busy.update(r.node_id for r in [r for r in ready if r.node_type == name][: int(n)])
+    if isinstance(provider, LedgerProvider):
+        provider.mark_busy(busy)
+    else:
+        try:
+            busy.update(n.node_id for n in provider.nodes() if n.busy)
+        except ProviderError:
+            busy.update(r.node_id for r in ready)  # cannot tell: release nothing
+    return busy
+
+
+def _acquire(region, provider, t, n, slot, now_s, reason, rows, executed) -> int:
+    spec = NodeSpec(t.name, t.cores, t.memory_mib, t.speedup, t.price_per_hour)
+    try:
+        started = provider.acquire(spec, n)
+    except ProviderError as exc:
+        executed.append({"acquire": t.name, "count": n, "error": f"acquire failed: {exc}"})
+        return 0
+    delay = float(region.provisioning_delay_s or 0.0)
+    for node in started:
+        rows.append(
+            RegionNode.objects.create(
+                region=region,
+                node_id=node.node_id,
+                node_type=t.name,
+                state=RegionNode.State.READY if delay <= 0 else RegionNode.State.BOOTING,
+                provider=provider.kind,
+                acquired_slot=slot,
+                acquired_at_s=now_s,
+                ready_at_s=now_s + delay,
+                reason=reason,
+                details=_finite(node.details),
+            )
+        )
+    executed.append({"acquired": [node.node_id for node in started], "node_type": t.name})
+    return len(started)
+
+
+def _release(region, provider, name, n, busy_ids, slot, now_s, reason, rows, executed) -> int:
+    idle = [r for r in rows if r.node_type == name and r.state == RegionNode.State.READY and r.node_id not in busy_ids]
+    chosen = [r.node_id for r in reversed(idle)][:n]  # newest first
+    if not chosen:
+        return 0
+    try:
+        stopped = set(provider.release(chosen))
+    except ProviderError as exc:
+        executed.append({"release": chosen, "error": f"release failed: {exc}"})
+        return 0
+    for r in rows:
+        if r.node_id in stopped:
+            r.state, r.released_slot, r.released_at_s = RegionNode.State.RELEASED, slot, now_s
+            r.reason = f"{r.reason}; released: {reason}"
+            r.save()
+    refused = [i for i in chosen if i not in stopped]
+    executed.append({"released": sorted(stopped), "node_type": name, **({"refused": refused} if refused else {})})
+    return len(stopped)
 
 
 def _finite(value: Any) -> Any:

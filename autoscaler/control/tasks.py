@@ -3,7 +3,8 @@
 Scheduling: ONE static beat entry (``control.dispatch`` every ``AUTOSCALER_DISPATCH_INTERVAL_S`` = 5 s, set in
 ``autoscaler.control.apps``). The dispatcher reads every running application's T_OM / T_AM from the database and enqueues
 ``control.tick(app, slot)`` when a new slot began (slot = floor(now / T_OM)), ``control.am_tune`` every AM period
-and ``control.region_step`` per region every RM period. Periods are therefore changed by editing the Application,
+and ``control.region_step`` per region every RM period (``RegionControl.rm_period_s``, else the shortest OM period
+of the region's running applications). Periods are therefore changed by editing the Application,
 without restarting beat or workers; a static schedule is enough because the only fixed-rate job is the dispatcher
 (django-celery-beat's DatabaseScheduler works too: ``ensure_beat_entry()`` registers the same entry there).
 Two beat processes are harmless: dispatch is claimed by a conditional UPDATE and ticks are idempotent by the ledger.
@@ -26,7 +27,7 @@ from django.db import connection as db_connection
 from django.db.models import Q
 from django.utils import timezone
 
-from autoscaler.control.models import ApplicationControl, RegionTick, Tick
+from autoscaler.control.models import ApplicationControl, RegionControl, RegionTick, Tick
 from autoscaler.control.tick import record_failure, run_tick, slot_of
 from autoscaler.models import Application, Region
 from connectors.base import ConnectorError
@@ -102,8 +103,14 @@ def dispatch(now: float | None = None) -> dict[str, int]:
         if age > stale.period_s and age % stale.period_s < DISPATCH_INTERVAL_S:  # about once per period
             tick.apply_async((stale.application_id, stale.slot, now), retry=True)
             counts["redelivered"] += 1
+    own = dict(
+        RegionControl.objects.filter(region_id__in=region_periods, rm_period_s__isnull=False).values_list(
+            "region_id", "rm_period_s"
+        )
+    )
     for region in Region.objects.filter(pk__in=region_periods):
-        slot = slot_of(now, region_periods[region.pk])
+        # the region's own RM period, else the shortest OM period of its running applications
+        slot = slot_of(now, own.get(region.pk) or region_periods[region.pk])
         _, created = RegionTick.objects.get_or_create(region=region, slot=slot)
         if created:
             region_step.apply_async((region.pk, slot), retry=True)

@@ -28,7 +28,15 @@ from django.db.models import F
 from django.utils import timezone
 
 from autoscaler.control import aggregates
-from autoscaler.control.models import AGENT_STATE_FORMAT, AgentState, ApplicationControl, Decision, Tick
+from autoscaler.control.models import (
+    AGENT_STATE_FORMAT,
+    AgentState,
+    ApplicationControl,
+    Decision,
+    RegionControl,
+    Tick,
+    WaitingRequest,
+)
 from autoscaler.control.rails import Rails, effective_rails_data, parse_rails
 from autoscaler.control.topology import (
     DEFAULT_OM_POLICY,
@@ -282,6 +290,7 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
     rail_reasons: dict[int, str] = {}
     bounds: list[tuple[int, int]] = []
     violated_any = False
+    waiting: dict[int, tuple[int, str, str]] = {}  # operator id -> (region id, node type, reason)
     cost_total = 0.0
     decisions: list[Decision] = []
     for i, op in enumerate(topo.operators):
@@ -332,6 +341,7 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
         1.0,
         k_max=[b[1] for b in bounds] or 1,
         k_min=[b[0] for b in bounds] or 1,
+        node_capacity=provisioned_capacity(topo, [r.k for r in requests]),
         node_type_names=topo.type_names,
     )
     if control.bucket_tokens is not None:
@@ -358,6 +368,13 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
         else:
             decision.granted = proposal.action != 0 and am.granted
             decision.reason = am.reason
+            if not decision.granted and am.reason.startswith(NO_CAPACITY):
+                region = op.deployment.region
+                t, _ = action_delta(proposal.action, len(names))
+                decision.reason = (
+                    f"waiting for capacity in region {region.name}: {am.reason.removeprefix('denied: ')}"
+                )
+                waiting[op.pk] = (region.pk, names[t], decision.reason)
         if proposal.action != 0 and not decision.granted:
             policy.override_last_action(0)
             control.denied_total += 1
@@ -387,6 +404,9 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
             decision.outcome = Decision.Outcome.DENIED if proposal.action != 0 else Decision.Outcome.NO_CHANGE
             decision.applied = decision.deployment
             decision.finished_at = timezone.now()
+    if waiting or app_mem.get("waiting"):
+        _record_waiting(app, topo, waiting, tick.slot)
+        app_mem["waiting"] = len(waiting)
     # persist: agent states, decisions, aggregates, ledger -- one transaction (the caller's)
     _save_agents(topo, policies, agents, tick.slot, control.am_config_version)
     Decision.objects.bulk_create(decisions)
@@ -401,6 +421,61 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
         return Tick.Status.APPLYING, len(decisions)
     tick.plan = plan or None
     return Tick.Status.DONE, len(decisions)
+
+
+NO_CAPACITY = "denied: no free node of"  # the arbiter's reason when a node type's capacity is exhausted
+
+
+def provisioned_capacity(topo: Topology, ks: list[np.ndarray]) -> np.ndarray | None:
+    """Replica slots per node type this application may use: over its regions, the ready slots of the last RM
+    step minus the slots the region's other applications used then (``RegionControl.capacity``); a region the
+    RM has not stepped yet is unlimited. None when no region of the application is managed."""
+    if not topo.operators:
+        return None
+    names = topo.type_names
+    own: dict[int, np.ndarray] = {}
+    for op, k in zip(topo.operators, ks, strict=True):
+        rid = op.deployment.region_id
+        own[rid] = own.get(rid, np.zeros(len(names), dtype=np.int64)) + np.asarray(k, dtype=np.int64)
+    snapshots = dict(
+        RegionControl.objects.filter(region_id__in=list(own)).exclude(capacity={}).values_list(
+            "region_id", "capacity"
+        )
+    )
+    if not snapshots:
+        return None
+    cap = np.zeros(len(names), dtype=np.int64)
+    for rid, mine in own.items():
+        snap = snapshots.get(rid)
+        if snap is None:
+            cap += 10**9
+            continue
+        ready = np.array([int(snap["ready_slots"].get(n, 0)) for n in names], dtype=np.int64)
+        used = np.array([int(snap["used_slots"].get(n, 0)) for n in names], dtype=np.int64)
+        cap += np.maximum(ready - np.maximum(used - mine, 0), 0)
+    return cap
+
+
+def _record_waiting(app: Application, topo: Topology, waiting: dict, slot: int) -> None:
+    """Scale-outs waiting for capacity become ``WaitingRequest`` rows (the RM's unsatisfied requests); the
+    application's other operators stop waiting."""
+    WaitingRequest.objects.filter(application=app).exclude(operator_id__in=list(waiting)).delete()
+    for op_id, (region_id, node_type, reason) in waiting.items():
+        row, created = WaitingRequest.objects.get_or_create(
+            operator_id=op_id,
+            defaults={
+                "region_id": region_id,
+                "application": app,
+                "node_type": node_type,
+                "slots": 1,
+                "since_slot": slot,
+                "last_slot": slot,
+                "reason": reason,
+            },
+        )
+        if not created:
+            row.region_id, row.node_type, row.last_slot, row.reason = region_id, node_type, slot, reason
+            row.save(update_fields=["region", "node_type", "last_slot", "reason"])
 
 
 def _save_agents(

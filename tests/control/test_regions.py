@@ -1,0 +1,165 @@
+"""Region step (RM + IM) with the declared policies, per-region period, realised through a NodeProvider with a
+durable node record; the AM waits for capacity the RM/IM has not provisioned yet."""
+
+from __future__ import annotations
+
+import pytest
+
+from autoscaler.control.builders import ensure_region, simulated_pipeline
+from autoscaler.control.models import Decision, RegionControl, RegionNode, RegionTick, WaitingRequest
+from autoscaler.control.regions import region_period_s, region_step, set_rm_period
+from autoscaler.control.tick import run_tick
+from autoscaler.models import Application, NodeTypeCatalog, Region
+from connectors.infrastructure import Node, NodeProvider, NodeSpec, ProviderError
+
+pytestmark = pytest.mark.django_db
+BUSY = 3.0
+
+
+class ScriptedProvider(NodeProvider):
+    """A provider whose nodes, busy flags and failures the test controls (records every call)."""
+
+    kind = "scripted"
+
+    def __init__(self, nodes: dict[str, str], busy: set[str] = frozenset()) -> None:
+        self.state = {i: Node(i, t, i in busy) for i, t in nodes.items()}
+        self.fail_acquire = False
+        self.calls: list[tuple] = []
+
+    def nodes(self) -> list[Node]:
+        return list(self.state.values())
+
+    def acquire(self, spec: NodeSpec, count: int) -> list[Node]:
+        self.calls.append(("acquire", spec.node_type, count))
+        if self.fail_acquire:
+            raise ProviderError("quota exceeded at the cloud")
+        started = [Node(f"s-{len(self.state) + i}", spec.node_type) for i in range(count)]
+        self.state.update({n.node_id: n for n in started})
+        return started
+
+    def release(self, node_ids: list[str]) -> list[str]:
+        self.calls.append(("release", tuple(node_ids)))
+        stopped = [i for i in node_ids if i in self.state and not self.state[i].busy]
+        for i in stopped:
+            del self.state[i]
+        return stopped
+
+
+def declare(app: Application, level: str, name: str, params: dict | None = None) -> None:
+    app.policies = {**app.policies, level: {"name": name, "params": params or {}}}
+    app.save()
+
+
+def test_declared_rm_policy_first_declared_wins_with_a_warning():
+    first = simulated_pipeline("first", n_operators=1)
+    second = simulated_pipeline("second", n_operators=1)
+    declare(first, "rm", "simple", {"n_idle": 2})
+    declare(second, "rm", "simple", {"n_idle": 0})
+    region = Region.objects.get(name="region-a")
+    out = region_step(region.pk, 10)
+    row = RegionTick.objects.get(region=region, slot=10)
+    assert row.state["rm"] == {"policy": "simple", "params": {"n_idle": 2}, "source": "declared by application 'first'"}
+    assert any("'second'" in w and "first declared wins" in w for w in row.warnings)
+    # adopted the 2 A1 nodes the deployments use, acquired 2 idle nodes (n_idle=2) of the cheapest type
+    assert row.decisions == out["decisions"] == [
+        {"node_type": "A2", "requested": 2, "granted": 2, "executed": 2, "reason": row.decisions[0]["reason"]}
+    ]
+    nodes = RegionNode.objects.filter(region=region)
+    assert sorted(nodes.values_list("node_type", "state")) == [("A1", "ready")] * 2 + [("A2", "ready")] * 2
+    assert region_step(region.pk, 10)["duplicate"] is True
+    assert RegionNode.objects.filter(region=region).count() == 4
+    control = RegionControl.objects.get(region=region)
+    assert control.capacity["ready_slots"] == {"A1": 2, "A2": 2, "A3": 0}
+    assert control.capacity["used_slots"] == {"A1": 2, "A2": 0, "A3": 0}
+    # the declaration changes: the agent restarts and the step says so
+    declare(first, "rm", "simple", {"n_idle": 1})
+    region_step(region.pk, 11)
+    row = RegionTick.objects.get(region=region, slot=11)
+    assert any("starts afresh" in w for w in row.warnings)
+    assert row.decisions[0]["requested"] == -1 and row.decisions[0]["executed"] == -1
+    assert RegionNode.objects.filter(region=region, state="released").count() == 1
+
+
+def test_provisioning_delay_is_honoured_and_the_record_is_durable():
+    app = simulated_pipeline("slow", n_operators=1)
+    region = Region.objects.get(name="region-a")
+    Region.objects.filter(pk=region.pk).update(provisioning_delay_s=90.0)
+    assert region_period_s(region) == 60.0
+    region_step(region.pk, 10)  # adopts op0's A1 node, acquires one idle A2 (booting until 600 + 90 s)
+    booting = RegionNode.objects.get(region=region, node_type="A2")
+    assert booting.state == "booting" and booting.ready_at_s == 690.0
+    region_step(region.pk, 11)  # t = 660 s: still booting, counted as pending: no second acquisition
+    row = RegionTick.objects.get(region=region, slot=11)
+    assert row.state["pending"] == [0, 1, 0] and row.decisions == []
+    assert RegionControl.objects.get(region=region).capacity["ready_slots"]["A2"] == 0
+    region_step(region.pk, 12)  # t = 720 s: ready
+    booting.refresh_from_db()
+    assert booting.state == "ready"
+    assert RegionTick.objects.get(region=region, slot=12).state["active"] == [1, 1, 0]
+    assert app.pk  # the application's deployment is what made the A1 node busy
+
+
+def test_release_only_idle_nodes_and_provider_failures_are_recorded():
+    ensure_region()
+    catalog = NodeTypeCatalog.objects.get(name="infra-a")
+    region = Region.objects.create(name="scripted", catalog=catalog, max_nodes=10, max_new_nodes_per_period=5)
+    provider = ScriptedProvider({"n1": "A2", "n2": "A2", "n3": "A2"}, busy={"n3"})
+    region_step(region.pk, 10, provider=provider)  # adopts 3 nodes; 2 idle > n_idle=1: release 1
+    row = RegionTick.objects.get(region=region, slot=10)
+    assert {"adopted": "n1"} in row.executed and row.state["idle"] == [0, 2, 0]
+    released = [c for c in provider.calls if c[0] == "release"]
+    assert released == [("release", ("n2",))]  # newest idle node; the busy n3 is never offered
+    assert set(provider.state) == {"n1", "n3"}
+    assert RegionNode.objects.get(region=region, node_id="n2").state == "released"
+    # a node disappears at the provider: recorded as lost; the busy one is not idle -> acquire, which fails
+    del provider.state["n1"]
+    provider.fail_acquire = True
+    region_step(region.pk, 11, provider=provider)
+    row = RegionTick.objects.get(region=region, slot=11)
+    assert RegionNode.objects.get(region=region, node_id="n1").state == "lost"
+    assert row.decisions[0]["granted"] == 1 and row.decisions[0]["executed"] == 0
+    assert "quota exceeded" in RegionControl.objects.get(region=region).last_error
+    assert not RegionNode.objects.filter(region=region, state__in=["booting", "ready"]).exclude(node_id="n3")
+
+
+def test_scale_out_waits_for_capacity_then_proceeds_when_the_rm_provisions():
+    app = simulated_pipeline("waits", n_operators=1, rate_scale=BUSY)
+    declare(app, "rm", "simple", {"n_idle": 0})
+    region = Region.objects.get(name="region-a")
+    region_step(region.pk, 9)  # managed from now on: 1 A1 node (op0's), no idle node
+    run_tick(app.pk, 10)
+    d = Decision.objects.get(application=app, slot=10)
+    assert d.proposal["action"] != 0 and d.outcome == "denied" and not d.granted
+    assert d.reason.startswith("waiting for capacity in region region-a: no free node of A2")
+    waiting = WaitingRequest.objects.get(operator=d.operator)
+    assert (waiting.node_type, waiting.since_slot, waiting.slots) == ("A2", 10, 1)
+    region_step(region.pk, 10)  # the unsatisfied request is counted and covered
+    row = RegionTick.objects.get(region=region, slot=10)
+    assert row.state["unsatisfied"] == 1 and row.state["waiting_slots"] == 1
+    assert row.decisions[0]["node_type"] == "A2" and row.decisions[0]["executed"] == 1
+    run_tick(app.pk, 11)
+    d = Decision.objects.get(application=app, slot=11)
+    assert d.granted and d.outcome == "applied", d.reason
+    assert not WaitingRequest.objects.filter(application=app).exists()
+
+
+def test_per_region_rm_period(settings):
+    simulated_pipeline("periodic", n_operators=1, period_s=30.0)
+    region = Region.objects.get(name="region-a")
+    assert region_period_s(region) == 30.0  # the shortest OM period of its running applications
+    set_rm_period(region, 300.0)
+    assert region_period_s(region) == 300.0
+    with pytest.raises(ValueError, match="rm_period_s: must be a number of seconds > 0"):
+        set_rm_period(region, 0)
+    from autoscaler.celery import app as celery_app
+    from autoscaler.control.tasks import dispatch
+
+    settings.AUTOSCALER_DISPATCH_SPREAD = 0.0
+    celery_app.conf.task_always_eager = True
+    try:
+        dispatch(now=1_800_000_000.0)
+    finally:
+        celery_app.conf.task_always_eager = False
+    assert list(RegionTick.objects.filter(region=region).values_list("slot", "period_s")) == [
+        (1_800_000_000 // 300, 300.0)
+    ]
