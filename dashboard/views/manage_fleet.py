@@ -55,6 +55,10 @@ def fleet_rows(user) -> list[dict[str, Any]]:
     ):
         last[decision.application_id] = decision
     prices = node_type_prices()
+    # one reverse() per page, not per row: names are URL-safe ([A-Za-z0-9._-]) so substitution is exact
+    edit_url = reverse("dashboard:app-edit", args=["@@app@@"])
+    state_url = reverse("dashboard:app-state", args=["@@app@@"])
+    dashboard_url = optional_url("dashboard:app-dashboard", "@@app@@")
     rows = []
     for app in apps:
         control = controls.get(app.id)
@@ -62,17 +66,20 @@ def fleet_rows(user) -> list[dict[str, Any]]:
             control.application = app
         viol, reconf, observed_cost = window_fractions(summary(control) if control else None)
         decision = last.get(app.id)
+        violations, reconfigurations = budget_status(viol, app.eta_v), budget_status(reconf, app.eta_r)
         rows.append(
             {
                 "app": app,
                 "cost_per_hour": deployed_cost_per_hour(deployments.get(app.id, []), prices),
                 "observed_cost_per_hour": observed_cost,
-                "violations": budget_status(viol, app.eta_v),
-                "reconfigurations": budget_status(reconf, app.eta_r),
+                "violations": violations,
+                "reconfigurations": reconfigurations,
+                "budgets": [("Violations", violations), ("Reconfigurations", reconfigurations)],
+                "state_url": state_url.replace("@@app@@", app.name),
                 "decision": decision,
                 "decision_url": decision_url(decision.id) if decision else None,
-                "dashboard_url": optional_url("dashboard:app-dashboard", app.name),
-                "edit_url": reverse("dashboard:app-edit", args=[app.name]),
+                "dashboard_url": dashboard_url.replace("@@app@@", app.name) if dashboard_url else None,
+                "edit_url": edit_url.replace("@@app@@", app.name),
                 "replicas": sum(d.total_replicas for d in deployments.get(app.id, [])),
             }
         )
