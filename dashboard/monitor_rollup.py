@@ -191,8 +191,6 @@ def catch_up(app: Application, max_ticks: int | None = None) -> int:
         rows = [_row(t, by_tick.get(t["id"], []), st) for t in batch]
         _append(app, times, rows)
         added += len(batch)
-        if len(batch) < BATCH_TICKS:
-            break
     return added
 
 
