@@ -247,6 +247,7 @@ def _record_no_data(app, tick, control, topo, metrics, reason, rails: Rails) -> 
         tick.error = f"{reason}; rolling back the reconfiguration of slot {last.slot}"
     tick.save()
     control.no_data_periods += 1
+    aggregates.record_no_data_period(control, tick.slot * float(tick.period_s))
     control.decisions_total += len(rows)
     control.last_tick_slot = max(control.last_tick_slot, tick.slot)
     return len(rows)
@@ -411,7 +412,12 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
     _save_agents(topo, policies, agents, tick.slot, control.am_config_version)
     Decision.objects.bulk_create(decisions)
     aggregates.record_period(
-        control, violated=violated_app, reconfigured=reconfigured, cost=cost_total, seconds=period_s
+        control,
+        violated=violated_app,
+        reconfigured=reconfigured,
+        cost=cost_total,
+        seconds=period_s,
+        at_s=tick.slot * period_s,
     )
     control.decisions_total += len(decisions)
     memory["__app__"] = app_mem

@@ -44,6 +44,9 @@ def test_metrics_endpoint_exposes_counters_gauges_and_latency_histogram(app, cli
 def test_summary_and_decisions(api, app):
     s = api.get("/api/v1/control/applications/api-app/summary/").json()
     assert s["aggregates"]["periods"] == 4 and s["aggregates"]["eta_v"] == 0.05
+    windows = s["aggregates"]["windows"]
+    assert windows["hour"]["periods"] == windows["week"]["periods"] == windows["all"]["periods"] == 4
+    assert windows["hour"]["cost_per_hour"] == pytest.approx(s["aggregates"]["cost_per_hour"])
     rows = api.get("/api/v1/control/applications/api-app/decisions/?limit=3").json()
     assert len(rows) == 3 and rows[0]["slot"] == 13
     assert api.get("/api/v1/control/applications/nope/summary/").status_code == 404
