@@ -1,6 +1,16 @@
 from django.contrib import admin
 
-from .models import AgentState, ApplicationControl, Decision, RegionTick, SimulatedEngine, Tick
+from .models import (
+    AgentState,
+    ApplicationControl,
+    Decision,
+    RegionControl,
+    RegionNode,
+    RegionTick,
+    SimulatedEngine,
+    Tick,
+    WaitingRequest,
+)
 
 
 @admin.register(ApplicationControl)
@@ -14,7 +24,7 @@ class ApplicationControlAdmin(admin.ModelAdmin):
         "total_cost",
         "tick_errors_total",
     )
-    readonly_fields = ("ring_flags", "ring_cost", "ring_seconds", "am_state")
+    readonly_fields = ("ring_flags", "ring_cost", "ring_seconds", "am_state", "time_windows")
 
 
 @admin.register(Tick)
@@ -48,7 +58,27 @@ class AgentStateAdmin(admin.ModelAdmin):
 
 @admin.register(RegionTick)
 class RegionTickAdmin(admin.ModelAdmin):
-    list_display = ("region", "slot", "policy", "created_at")
+    list_display = ("region", "slot", "policy", "period_s", "created_at")
+    readonly_fields = ("agent_state",)
+
+
+@admin.register(RegionControl)
+class RegionControlAdmin(admin.ModelAdmin):
+    """``rm_period_s`` is editable here (empty = the shortest OM period of the region's applications)."""
+
+    list_display = ("region", "rm_period_s", "rm_policy", "im_policy", "policy_source", "last_error")
+
+
+@admin.register(RegionNode)
+class RegionNodeAdmin(admin.ModelAdmin):
+    list_display = ("region", "node_id", "node_type", "state", "provider", "acquired_slot", "released_slot")
+    list_filter = ("state", "provider")
+    search_fields = ("region__name", "node_id", "reason")
+
+
+@admin.register(WaitingRequest)
+class WaitingRequestAdmin(admin.ModelAdmin):
+    list_display = ("region", "application", "operator", "node_type", "slots", "since_slot", "last_slot")
 
 
 @admin.register(SimulatedEngine)

@@ -1,5 +1,6 @@
 """REST endpoints of the control plane under ``/api/v1/control/``: per-application summary (aggregates, O(1)),
-decision log, safety rails, agent reset / export / import. Applications are addressed by name, scoped to the
+decision log, safety rails, agent reset / export / import; per region (``regions/<name>/``): RM period, the
+policies in force and who declared them, provisioned capacity, nodes, waiting scale-outs, recent RM/IM steps. Applications are addressed by name, scoped to the
 requesting user (staff see all) exactly like ``/api/v1/applications/``."""
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from autoscaler import manifests
-from autoscaler.control import agents, aggregates
-from autoscaler.control.models import ApplicationControl, Decision
+from autoscaler.control import agents, aggregates, regions
+from autoscaler.control.models import ApplicationControl, Decision, RegionControl, RegionTick, WaitingRequest
+from autoscaler.control.nodes import active_nodes
 from autoscaler.control.rails import RailsError, effective_rails_data, parse_rails
+from autoscaler.models import Region
 
 MAX_DECISIONS = 1000
 
@@ -131,3 +134,85 @@ class AgentsView(ControlView):
             field, _, message = str(exc).partition(": ")
             return error(field, message)
         return Response({"reset": n})
+
+
+class RegionView(ControlView):
+    """GET: the region's control state. PUT ``{"rmPeriodS": seconds | null}`` (staff): the region's RM period."""
+
+    def get(self, request: Request, name: str) -> Response:
+        region = Region.objects.filter(name=name).first()
+        if region is None:
+            raise NotFound(f"no Region named {name!r}")
+        control = RegionControl.objects.filter(region=region).first()
+        try:
+            limit = min(int(request.query_params.get("limit", 20)), MAX_DECISIONS)
+        except ValueError:
+            return error("limit", "must be an integer")
+        ticks = RegionTick.objects.filter(region=region).exclude(policy="").order_by("-slot")[:limit]
+        return Response(
+            {
+                "region": region.name,
+                "rm_period_s": regions.region_period_s(region, control),
+                "rm_period_s_set": control.rm_period_s if control else None,
+                "rm": {"policy": control.rm_policy, "params": control.rm_params} if control else None,
+                "im": {"policy": control.im_policy, "params": control.im_params} if control else None,
+                "policy_source": control.policy_source if control else "",
+                "capacity": control.capacity if control else {},
+                "last_error": control.last_error if control else "",
+                "nodes": [
+                    {
+                        "node_id": n.node_id,
+                        "node_type": n.node_type,
+                        "state": n.state,
+                        "provider": n.provider,
+                        "acquired_slot": n.acquired_slot,
+                        "ready_at_s": n.ready_at_s,
+                        "reason": n.reason,
+                    }
+                    for n in active_nodes(region)
+                ],
+                "waiting": [
+                    {
+                        "application": w.application.name,
+                        "operator": w.operator.name,
+                        "node_type": w.node_type,
+                        "slots": w.slots,
+                        "since_slot": w.since_slot,
+                        "reason": w.reason,
+                    }
+                    for w in WaitingRequest.objects.filter(region=region).select_related("application", "operator")
+                ],
+                "steps": [
+                    {
+                        "slot": t.slot,
+                        "period_s": t.period_s,
+                        "policy": t.policy,
+                        "state": t.state,
+                        "proposals": t.proposals,
+                        "decisions": t.decisions,
+                        "warnings": t.warnings,
+                        "executed": t.executed,
+                    }
+                    for t in ticks
+                ],
+            }
+        )
+
+    def put(self, request: Request, name: str) -> Response:
+        if not request.user.is_staff:
+            return error("rmPeriodS", "regions are shared: only staff can change them", status.HTTP_403_FORBIDDEN)
+        region = Region.objects.filter(name=name).first()
+        if region is None:
+            raise NotFound(f"no Region named {name!r}")
+        data = request.data if isinstance(request.data, dict) else {}
+        unknown = [k for k in data if k != "rmPeriodS"]
+        if unknown or "rmPeriodS" not in data:
+            return error(unknown[0] if unknown else "rmPeriodS", "unknown field" if unknown else "required")
+        value = data["rmPeriodS"]
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            return error("rmPeriodS", f"must be a number of seconds > 0 or null, got {value!r}")
+        try:
+            regions.set_rm_period(region, value)
+        except ValueError as exc:
+            return error("rmPeriodS", str(exc).partition(": ")[2])
+        return self.get(request, name)

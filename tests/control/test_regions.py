@@ -163,3 +163,30 @@ def test_per_region_rm_period(settings):
     assert list(RegionTick.objects.filter(region=region).values_list("slot", "period_s")) == [
         (1_800_000_000 // 300, 300.0)
     ]
+
+
+def test_region_endpoint_shows_nodes_steps_and_sets_the_period():
+    from django.contrib.auth import get_user_model
+    from rest_framework.authtoken.models import Token
+    from rest_framework.test import APIClient
+
+    app = simulated_pipeline("shown", n_operators=1)
+    declare(app, "rm", "simple", {"n_idle": 1})
+    region = Region.objects.get(name="region-a")
+    region_step(region.pk, 10)
+    user = app.owner
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    body = client.get("/api/v1/control/regions/region-a/").json()
+    assert body["rm"] == {"policy": "simple", "params": {"n_idle": 1}}
+    assert [n["node_type"] for n in body["nodes"]] == ["A1", "A2"]
+    assert body["steps"][0]["slot"] == 10 and body["steps"][0]["decisions"][0]["executed"] == 1
+    assert client.get("/api/v1/control/regions/nowhere/").status_code == 404
+    assert client.put("/api/v1/control/regions/region-a/", {"rmPeriodS": 120}, format="json").status_code == 403
+    admin = get_user_model().objects.create_user("root", is_staff=True)
+    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=admin).key}")
+    bad = client.put("/api/v1/control/regions/region-a/", {"rmPeriodS": -5}, format="json")
+    assert bad.status_code == 400 and bad.json()["errors"][0]["field"] == "rmPeriodS"
+    assert RegionControl.objects.get(region=region).rm_period_s is None
+    ok = client.put("/api/v1/control/regions/region-a/", {"rmPeriodS": 120}, format="json")
+    assert ok.status_code == 200 and ok.json()["rm_period_s"] == 120.0
