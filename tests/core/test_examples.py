@@ -30,6 +30,8 @@ def test_examples_apply_cleanly_and_idempotently(alice, capsys):
         "paper-c-multisink",
         "wordcount-multilevel",
         "flink-wordcount",
+        "spark-wordcount",
+        "spark-taxi",
     }
     call_command("apply", "-f", str(EXAMPLES), "--owner", "alice")
     second = capsys.readouterr().out.splitlines()

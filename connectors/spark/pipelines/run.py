@@ -56,6 +56,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--ui-port", type=int, default=0, help="driver UI port (0 = Spark's default search)")
     p.add_argument("--dynamic-allocation", action="store_true", help="Spark's own dynamic allocation")
     p.add_argument("--seconds", type=float, default=None, help="stop after this many seconds")
+    p.add_argument("--retries", type=int, default=3, help="restarts of a failed query from its checkpoint")
     args = p.parse_args(argv)
     if (args.pipeline, args.stage) not in STAGES:
         stages = sorted(s for pl, s in STAGES if pl == args.pipeline)
@@ -133,27 +134,16 @@ def _standalone_session(args: argparse.Namespace, conf: dict[str, str]) -> Any:
     return builder.getOrCreate()
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    opts = stage_options(args)
-    build = STAGES[(args.pipeline, args.stage)]
-    conf = spark_conf(args)
-    stop = {"flag": False}
+def _run_under_agent(
+    args: argparse.Namespace, opts: StageOptions, build: Any, conf: dict[str, str], stop: dict[str, bool]
+) -> int:
+    """Serve the stage under the agent; a failed query (e.g. a Python worker that did not start on a loaded
+    machine) is restarted from its checkpoint with a new session, at most ``--retries`` times."""
+    from connectors.spark import agent as agent_mod
 
-    def _term(signum: int, frame: Any) -> None:
-        stop["flag"] = True
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, _term)
-    if args.url:
-        from connectors.spark import agent as agent_mod
-
-        profile = {
-            "cores": args.executor_cores,
-            "memoryMiB": args.executor_memory_mib,
-            "name": args.profile_name,
-        }
+    profile = {"cores": args.executor_cores, "memoryMiB": args.executor_memory_mib, "name": args.profile_name}
+    deadline = None if args.seconds is None else time.monotonic() + args.seconds
+    for attempt in range(args.retries + 1):
         ag = agent_mod.run(
             lambda spark: build(spark, opts),
             conf,
@@ -172,16 +162,41 @@ def main(argv: list[str] | None = None) -> int:
         opts.latency.bind(ag.report_latency)
         print(f"{args.pipeline}/{args.stage}: running under the agent ({args.url})", flush=True)
         try:
-            deadline = None if args.seconds is None else time.monotonic() + args.seconds
             while deadline is None or time.monotonic() < deadline:
                 if ag._serve_thread is not None and not ag._serve_thread.is_alive():
                     break
                 time.sleep(0.5)
         except KeyboardInterrupt:
-            pass
+            stop["flag"] = True
         finally:
             ag.stop()
-        return 1 if ag.error else 0
+        if not ag.error or stop["flag"] or (deadline is not None and time.monotonic() >= deadline):
+            return 1 if ag.error else 0
+        print(
+            f"{args.pipeline}/{args.stage}: query failed ({ag.error}); restart {attempt + 1} from the "
+            "checkpoint",
+            file=sys.stderr,
+            flush=True,
+        )
+        time.sleep(2.0)
+    return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    opts = stage_options(args)
+    build = STAGES[(args.pipeline, args.stage)]
+    conf = spark_conf(args)
+    stop = {"flag": False}
+
+    def _term(signum: int, frame: Any) -> None:
+        stop["flag"] = True
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _term)
+    if args.url:
+        return _run_under_agent(args, opts, build, conf, stop)
     spark = _standalone_session(args, conf)
     query = build(spark, opts)
     print(f"{args.pipeline}/{args.stage}: running ({args.master})", flush=True)

@@ -71,7 +71,7 @@ def build_splitter(spark: Any, opts: StageOptions) -> Any:
     )
 
 
-def wait_for_intermediate(path: str | Path, timeout_s: float = 300.0) -> None:
+def wait_for_intermediate(path: str | Path, timeout_s: float = 900.0) -> None:
     """Wait until the splitter's file sink has committed its log (``_spark_metadata``) under ``path``, so the
     counter's file source reads only committed files."""
     meta = Path(path) / "_spark_metadata"
