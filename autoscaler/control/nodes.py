@@ -19,23 +19,22 @@ ACTIVE_STATES = (RegionNode.State.BOOTING, RegionNode.State.READY)
 
 
 class LedgerProvider(NodeProvider):
-    """Bookkeeping over the durable node rows: ``acquire`` mints ids ``<type>-<n>`` unique in the region,
-    ``release`` stops the idle nodes it is given (``busy`` ids are refused)."""
+    """Bookkeeping over the durable node rows: ``acquire`` mints ids ``<type>-s<slot>-<n>`` (unique in the region:
+    one step per (region, slot)), ``release`` stops the idle nodes it is given (``busy`` ids are refused)."""
 
     kind = "bookkeeping"
 
-    def __init__(self, region: Region, rows: list[RegionNode], busy: set[str] | None = None) -> None:
+    def __init__(self, region: Region, rows: list[RegionNode], slot: int, busy: set[str] | None = None) -> None:
         self.region = region
+        self.slot = slot
         self._nodes = {r.node_id: Node(r.node_id, r.node_type, r.node_id in (busy or set())) for r in rows}
-        taken = RegionNode.objects.filter(region=region).values_list("node_id", flat=True)
-        numbers = [int(i.rsplit("-", 1)[1]) for i in taken if i.rsplit("-", 1)[-1].isdigit()]
-        self._ids = itertools.count(max(numbers, default=0) + 1)
+        self._ids = itertools.count(1)
 
     def nodes(self) -> list[Node]:
         return list(self._nodes.values())
 
     def acquire(self, spec: NodeSpec, count: int) -> list[Node]:
-        started = [Node(f"{spec.node_type}-{next(self._ids)}", spec.node_type) for _ in range(count)]
+        started = [Node(f"{spec.node_type}-s{self.slot}-{next(self._ids)}", spec.node_type) for _ in range(count)]
         self._nodes.update({n.node_id: n for n in started})
         return started
 
@@ -50,11 +49,11 @@ class LedgerProvider(NodeProvider):
             node.busy = i in node_ids
 
 
-def region_provider(region: Region, rows: list[RegionNode]) -> NodeProvider:
+def region_provider(region: Region, rows: list[RegionNode], slot: int) -> NodeProvider:
     """The NodeProvider of ``region`` (ProviderUnavailable when its declared kind is not built in)."""
     kind = (region.provider or {}).get("kind", "bookkeeping")
     if kind == "bookkeeping":
-        return LedgerProvider(region, rows)
+        return LedgerProvider(region, rows, slot)
     return build_provider(region.name, region.provider)
 
 

@@ -186,7 +186,7 @@ def _step(region, control, row, slot, period_s, now_s, provider) -> dict[str, An
     needed = np.ceil(used / cores).astype(np.int64)
     # ---- the provider and the durable node record ------------------------------------------------------
     try:
-        provider = provider or region_provider(region, rows)
+        provider = provider or region_provider(region, rows, slot)
     except ProviderUnavailable as exc:
         return _no_action(row, control, rm_name, f"provider unavailable: {exc}", warnings)
     first_step = not RegionNode.objects.filter(region=region).exists()
@@ -201,10 +201,10 @@ def _step(region, control, row, slot, period_s, now_s, provider) -> dict[str, An
             return _no_action(row, control, rm_name, f"provider failed to list nodes: {exc}", warnings)
         rows, changes = _reconcile(region, rows, seen, slot, now_s, provider.kind)
         executed += changes
-    for r in rows:
-        if r.state == RegionNode.State.BOOTING and r.ready_at_s <= now_s:
-            r.state = RegionNode.State.READY
-            r.save(update_fields=["state"])
+    became_ready = [r for r in rows if r.state == RegionNode.State.BOOTING and r.ready_at_s <= now_s]
+    for r in became_ready:
+        r.state = RegionNode.State.READY
+    RegionNode.objects.filter(pk__in=[r.pk for r in became_ready]).update(state=RegionNode.State.READY)
     ready = [r for r in rows if r.state == RegionNode.State.READY]
     booting = [r for r in rows if r.state == RegionNode.State.BOOTING]
     active = np.array([sum(r.node_type == n for r in ready) for n in names], dtype=np.int64)
@@ -331,7 +331,7 @@ def _adopt_needed(region, provider, names, needed, slot, now_s, specs) -> list[R
         t = specs[name]
         for node in provider.acquire(NodeSpec(name, t.cores, t.memory_mib, t.speedup, t.price_per_hour), int(n)):
             rows.append(
-                RegionNode.objects.create(
+                RegionNode(
                     region=region,
                     node_id=node.node_id,
                     node_type=name,
@@ -343,7 +343,7 @@ def _adopt_needed(region, provider, names, needed, slot, now_s, specs) -> list[R
                     reason="adopted: hosts the running deployments at the region's first step",
                 )
             )
-    return rows
+    return RegionNode.objects.bulk_create(rows)
 
 
 def _reconcile(region, rows, seen, slot, now_s, kind) -> tuple[list[RegionNode], list[dict[str, Any]]]:
@@ -402,9 +402,10 @@ def _acquire(region, provider, t, n, slot, now_s, reason, rows, executed) -> int
         executed.append({"acquire": t.name, "count": n, "error": f"acquire failed: {exc}"})
         return 0
     delay = float(region.provisioning_delay_s or 0.0)
+    new = []
     for node in started:
-        rows.append(
-            RegionNode.objects.create(
+        new.append(
+            RegionNode(
                 region=region,
                 node_id=node.node_id,
                 node_type=t.name,
@@ -417,6 +418,7 @@ def _acquire(region, provider, t, n, slot, now_s, reason, rows, executed) -> int
                 details=_finite(node.details),
             )
         )
+    rows += RegionNode.objects.bulk_create(new)
     executed.append({"acquired": [node.node_id for node in started], "node_type": t.name})
     return len(started)
 
@@ -431,11 +433,11 @@ def _release(region, provider, name, n, busy_ids, slot, now_s, reason, rows, exe
     except ProviderError as exc:
         executed.append({"release": chosen, "error": f"release failed: {exc}"})
         return 0
-    for r in rows:
-        if r.node_id in stopped:
-            r.state, r.released_slot, r.released_at_s = RegionNode.State.RELEASED, slot, now_s
-            r.reason = f"{r.reason}; released: {reason}"
-            r.save()
+    gone = [r for r in rows if r.node_id in stopped and r.state == RegionNode.State.READY]
+    for r in gone:
+        r.state, r.released_slot, r.released_at_s = RegionNode.State.RELEASED, slot, now_s
+        r.reason = f"{r.reason}; released: {reason}"
+    RegionNode.objects.bulk_update(gone, ["state", "released_slot", "released_at_s", "reason"])
     refused = [i for i in chosen if i not in stopped]
     executed.append({"released": sorted(stopped), "node_type": name, **({"refused": refused} if refused else {})})
     return len(stopped)
