@@ -27,8 +27,8 @@ and the RM is told what was really done.
 
 State given to the RM: ``active`` = ready nodes per type, ``pending`` = booting, ``idle`` = ready and not busy,
 ``used_slots``/``total_slots`` = replicas running / slots on ready nodes, ``utilisation`` = used / total slots,
-``unsatisfied`` / ``waiting_slots`` = the scale-outs waiting for capacity in this region (``WaitingRequest``,
-written by the application ticks; the M_r term of the RM cost).
+``unsatisfied`` / ``waiting_slots`` = the scale-outs of running applications waiting for capacity in this region
+(``WaitingRequest``, written by the application ticks; the M_r term of the RM cost).
 
 Capacity for the AM. Each step stores ``RegionControl.capacity`` = {ready_slots, used_slots} per node type; an
 application's tick lets its AM grant at most ``ready_slots - (used_slots - the application's own replicas)``
@@ -213,8 +213,9 @@ def _step(region, control, row, slot, period_s, now_s, provider) -> dict[str, An
     idle = np.array(
         [sum(r.node_type == n and r.node_id not in busy_ids for r in ready) for n in names], dtype=np.int64
     )
-    waiting = WaitingRequest.objects.filter(region=region).aggregate(n=Sum("slots"))
-    unsatisfied = WaitingRequest.objects.filter(region=region).count()
+    waiting_rows = WaitingRequest.objects.filter(region=region, application__state=Application.State.RUNNING)
+    waiting = waiting_rows.aggregate(n=Sum("slots"))
+    unsatisfied = waiting_rows.count()
     total_slots = int((active * cores).sum())
     state = RegionState(
         region.name,

@@ -190,3 +190,24 @@ def test_region_endpoint_shows_nodes_steps_and_sets_the_period():
     assert RegionControl.objects.get(region=region).rm_period_s is None
     ok = client.put("/api/v1/control/regions/region-a/", {"rmPeriodS": 120}, format="json")
     assert ok.status_code == 200 and ok.json()["rm_period_s"] == 120.0
+
+
+def test_connectors_bookkeeping_provider_realises_the_grants_and_paused_waits_do_not_count():
+    from connectors.infrastructure import BookkeepingProvider
+
+    app = simulated_pipeline("kept", n_operators=1)
+    region = Region.objects.get(name="region-a")
+    provider = BookkeepingProvider()
+    region_step(region.pk, 10, provider=provider)  # nothing runs at the provider yet: acquire n_idle=1 (A2)
+    assert [(n.node_type, n.busy) for n in provider.nodes()] == [("A2", False)]
+    row = RegionNode.objects.get(region=region)
+    assert (row.node_id, row.state, row.provider) == (provider.nodes()[0].node_id, "ready", "bookkeeping")
+    WaitingRequest.objects.create(
+        region=region, application=app, operator=app.operators.get(name="op0"), node_type="A2",
+        since_slot=10, last_slot=10,
+    )
+    region_step(region.pk, 11, provider=provider)
+    assert RegionTick.objects.get(region=region, slot=11).state["unsatisfied"] == 1
+    Application.objects.filter(pk=app.pk).update(state="paused")
+    region_step(region.pk, 12, provider=provider)
+    assert RegionTick.objects.get(region=region, slot=12).state["unsatisfied"] == 0
