@@ -18,19 +18,27 @@ are moving averages over the last 60 s, so for periods of about a minute the rea
   share, as for a Spark operator without an upstream controlled one);
 - deployment: the vertex's parallelism, reported under the node types of the last known deployment.
 
-Incomplete: job not RUNNING, a vertex not RUNNING (restarting), or a metric missing/NaN -> ``complete=False``
-with the reason, never zeros.
+Freshly (re)started vertices: Flink's meters divide the count of the last ``METER_SPAN_S`` seconds by that span
+from the start of a task, so during its first minute they underestimate. A vertex running for less than
+``SETTLE_S`` is incomplete ("metrics not settled"); up to ``METER_SPAN_S`` its rates are scaled by
+``METER_SPAN_S / running time`` (noted in ``reason``).
+
+Incomplete: job not RUNNING, a vertex not RUNNING (restarting) or not settled, or a metric missing/NaN ->
+``complete=False`` with the reason, never zeros.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 from connectors.base import ConnectorError, Deployment, Monitor, OperatorMetrics, Period, PeriodMetrics
 from connectors.flink.binding import Vertex, resolve, vertices_of
 from connectors.flink.rest import FlinkRest
 
+METER_SPAN_S = 60.0
+SETTLE_S = 15.0
 RATE_METRICS = ["numRecordsInPerSecond", "numRecordsOutPerSecond", "busyTimeMsPerSecond",
                 "backPressuredTimeMsPerSecond"]  # fmt: skip
 LATENCY_MEAN, LATENCY_P95, PENDING = "e2eLatencyMeanMs", "e2eLatencyP95Ms", "pendingRecords"
@@ -99,10 +107,12 @@ class FlinkMonitor(Monitor):
         if job.get("state") != "RUNNING":
             return PeriodMetrics(period, {}, complete=False, reason=f"job {job_id} is {job.get('state')}")
         status = {v["id"]: v.get("status") for v in job.get("vertices", [])}
+        now_ms = float(job.get("now") or time.time() * 1000)
+        running_s = {v["id"]: (now_ms - float(v.get("start-time") or now_ms)) / 1000.0 for v in job["vertices"]}
         ops: dict[str, OperatorMetrics] = {}
         latency: dict[str, tuple[float, float]] = {}
         for op, vertex in bound.items():
-            ops[op] = self._operator(job_id, op, vertex, status.get(vertex.id, ""))
+            ops[op] = self._operator(job_id, op, vertex, status.get(vertex.id, ""), running_s.get(vertex.id, 0.0))
         for v in {v.id: v for v in vertices_of(job)}.values():
             values = self.job.rest.vertex_metrics(job_id, v.id, self._latency_names(job_id, v.id))
             mean, p95 = _metric(values, LATENCY_MEAN, "max"), _metric(values, LATENCY_P95, "max")
@@ -126,10 +136,14 @@ class FlinkMonitor(Monitor):
         names = self.job.rest.vertex_metric_names(job_id, vertex_id)
         return [n for n in names if n.endswith((LATENCY_MEAN, LATENCY_P95))] or [LATENCY_MEAN]
 
-    def _operator(self, job_id: str, op: str, vertex: Vertex, status: str) -> OperatorMetrics:
+    def _operator(self, job_id: str, op: str, vertex: Vertex, status: str, running_s: float) -> OperatorMetrics:
         dep = spread(self.deployments.get(op, {}), vertex.parallelism)
         if status != "RUNNING":
             return OperatorMetrics(op, dep, complete=False, reason=f"vertex {vertex.name!r} is {status}")
+        if running_s < SETTLE_S:
+            why = f"vertex {vertex.name!r} running for {running_s:.0f} s: metrics not settled"
+            return OperatorMetrics(op, dep, complete=False, reason=why)
+        scale = METER_SPAN_S / running_s if running_s < METER_SPAN_S else 1.0
         names = list(RATE_METRICS)
         if op in self.sources:
             names += [n for n in self.job.rest.vertex_metric_names(job_id, vertex.id) if n.endswith(PENDING)]
@@ -146,6 +160,7 @@ class FlinkMonitor(Monitor):
             busy = None  # legacy sources report no busy time
         else:
             busy = min(max(busy_ms / 1000.0, 0.0), 1.0)
+        rate *= scale
         m = OperatorMetrics(
             operator=op,
             deployment=dep,
@@ -156,5 +171,8 @@ class FlinkMonitor(Monitor):
             service_time_mean_s=(busy * vertex.parallelism / rate) if busy is not None and rate > 0 else None,
         )
         bp = _metric(values, "backPressuredTimeMsPerSecond", "avg")
-        m.reason = f"backPressured={bp / 1000.0:.3f}" if bp is not None else ""
+        notes = [f"backPressured={bp / 1000.0:.3f}"] if bp is not None else []
+        if scale != 1.0:
+            notes.append(f"rates x{scale:.2f} (vertex running for {running_s:.0f} s)")
+        m.reason = "; ".join(notes)
         return m
