@@ -30,11 +30,9 @@ State given to the RM: ``active`` = ready nodes per type, ``pending`` = booting,
 ``unsatisfied`` / ``waiting_slots`` = the scale-outs of running applications waiting for capacity in this region
 (``WaitingRequest``, written by the application ticks; the M_r term of the RM cost).
 
-Capacity for the AM. Each step stores ``RegionControl.capacity`` = {ready_slots, used_slots} per node type; an
-application's tick lets its AM grant at most ``ready_slots - (used_slots - the application's own replicas)``
-replicas per type in the region. Known approximation: grants of different applications between two RM steps are
-not coordinated and may together exceed the free slots by their granted scale-outs; the next RM step sees no idle
-node and acquires.
+Capacity for the AM. Each step stores ``RegionControl.capacity`` (ready and used slots per node type, a version,
+and the scale-outs granted since); application ticks grant and reserve within it (``autoscaler.control.capacity``).
+Known approximation: replicas granted but not yet running when a step runs are not in its ``used`` count.
 """
 
 from __future__ import annotations
@@ -301,6 +299,8 @@ def _step(region, control, row, slot, period_s, now_s, provider) -> dict[str, An
     control.im_policy, control.im_params = im_name, im_params
     control.policy_source = f"rm: {rm_source}; im: {im_source}"
     control.capacity = {
+        "version": int((control.capacity or {}).get("version", 0)) + 1,
+        "granted": {},
         "slot": slot,
         "ready_slots": ready_slots,
         "used_slots": {n: int(u) for n, u in zip(names, used, strict=True)},

@@ -28,12 +28,12 @@ from django.db.models import F
 from django.utils import timezone
 
 from autoscaler.control import aggregates
+from autoscaler.control import capacity as region_capacity
 from autoscaler.control.models import (
     AGENT_STATE_FORMAT,
     AgentState,
     ApplicationControl,
     Decision,
-    RegionControl,
     Tick,
     WaitingRequest,
 )
@@ -337,20 +337,25 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
         )
     else:
         violated_app = violated_any
-    arbiter = Arbiter(
-        app.eta_r,
-        1.0,
-        k_max=[b[1] for b in bounds] or 1,
-        k_min=[b[0] for b in bounds] or 1,
-        node_capacity=provisioned_capacity(topo, [r.k for r in requests]),
-        node_type_names=topo.type_names,
-    )
-    if control.bucket_tokens is not None:
-        # refill for the periods without a tick since the last one (arbitrate() adds this period's share)
-        skipped = max(tick.slot - control.last_tick_slot - 1, 0) if control.last_tick_slot >= 0 else 0
-        tokens = control.bucket_tokens + min(skipped, 10**6) * arbiter.bucket.rate
-        arbiter.bucket.tokens = min(max(tokens, 0.0), arbiter.bucket.capacity)
-    granted = arbiter.arbitrate(requests) if requests else []
+    for attempt in range(region_capacity.RETRIES + 1):
+        # the AM grants within the provisioned capacity; scale-outs are reserved (re-arbitrate on a conflict)
+        capacity = region_capacity.read(topo, [r.k for r in requests], freeze=attempt == region_capacity.RETRIES)
+        arbiter = Arbiter(
+            app.eta_r,
+            1.0,
+            k_max=[b[1] for b in bounds] or 1,
+            k_min=[b[0] for b in bounds] or 1,
+            node_capacity=capacity.slots,
+            node_type_names=topo.type_names,
+        )
+        if control.bucket_tokens is not None:
+            # refill for the periods without a tick since the last one (arbitrate() adds this period's share)
+            skipped = max(tick.slot - control.last_tick_slot - 1, 0) if control.last_tick_slot >= 0 else 0
+            tokens = control.bucket_tokens + min(skipped, 10**6) * arbiter.bucket.rate
+            arbiter.bucket.tokens = min(max(tokens, 0.0), arbiter.bucket.capacity)
+        granted = arbiter.arbitrate(requests) if requests else []
+        if capacity.reserve(topo, requests, granted):
+            break
     control.bucket_tokens = arbiter.bucket.tokens
     plan: dict[str, dict[str, int]] = {}
     before: dict[str, dict[str, int]] = {}
@@ -430,36 +435,6 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
 
 
 NO_CAPACITY = "denied: no free node of"  # the arbiter's reason when a node type's capacity is exhausted
-
-
-def provisioned_capacity(topo: Topology, ks: list[np.ndarray]) -> np.ndarray | None:
-    """Replica slots per node type this application may use: over its regions, the ready slots of the last RM
-    step minus the slots the region's other applications used then (``RegionControl.capacity``); a region the
-    RM has not stepped yet is unlimited. None when no region of the application is managed."""
-    if not topo.operators:
-        return None
-    names = topo.type_names
-    own: dict[int, np.ndarray] = {}
-    for op, k in zip(topo.operators, ks, strict=True):
-        rid = op.deployment.region_id
-        own[rid] = own.get(rid, np.zeros(len(names), dtype=np.int64)) + np.asarray(k, dtype=np.int64)
-    snapshots = dict(
-        RegionControl.objects.filter(region_id__in=list(own)).exclude(capacity={}).values_list(
-            "region_id", "capacity"
-        )
-    )
-    if not snapshots:
-        return None
-    cap = np.zeros(len(names), dtype=np.int64)
-    for rid, mine in own.items():
-        snap = snapshots.get(rid)
-        if snap is None:
-            cap += 10**9
-            continue
-        ready = np.array([int(snap["ready_slots"].get(n, 0)) for n in names], dtype=np.int64)
-        used = np.array([int(snap["used_slots"].get(n, 0)) for n in names], dtype=np.int64)
-        cap += np.maximum(ready - np.maximum(used - mine, 0), 0)
-    return cap
 
 
 def _record_waiting(app: Application, topo: Topology, waiting: dict, slot: int) -> None:

@@ -211,3 +211,42 @@ def test_connectors_bookkeeping_provider_realises_the_grants_and_paused_waits_do
     Application.objects.filter(pk=app.pk).update(state="paused")
     region_step(region.pk, 12, provider=provider)
     assert RegionTick.objects.get(region=region, slot=12).state["unsatisfied"] == 0
+
+
+def test_two_applications_never_get_more_than_the_provisioned_slots():
+    one = simulated_pipeline("one", n_operators=1, rate_scale=BUSY)
+    two = simulated_pipeline("two", n_operators=1, rate_scale=BUSY)
+    declare(one, "rm", "simple", {"n_idle": 1})
+    region = Region.objects.get(name="region-a")
+    region_step(region.pk, 9)  # 2 A1 nodes adopted (one per app), 1 idle A2 acquired: one free A2 slot
+    assert RegionControl.objects.get(region=region).capacity["ready_slots"]["A2"] == 1
+    run_tick(one.pk, 10)
+    run_tick(two.pk, 10)
+    d1 = Decision.objects.get(application=one, slot=10)
+    d2 = Decision.objects.get(application=two, slot=10)
+    assert d1.granted and d1.outcome == "applied"
+    assert not d2.granted and d2.reason.startswith("waiting for capacity in region region-a")
+    cap = RegionControl.objects.get(region=region).capacity
+    assert cap["granted"] == {"A2": 1} and cap["version"] == 2
+
+
+def test_a_stale_capacity_read_is_refused_and_the_tick_re_arbitrates():
+    from autoscaler.control import capacity
+    from autoscaler.control.topology import topology
+    from policies.am.arbiter import Decision as AMDecision
+    from policies.am.arbiter import Request
+
+    app = simulated_pipeline("stale", n_operators=1)
+    region = Region.objects.get(name="region-a")
+    region_step(region.pk, 9)
+    topo = topology(app)
+    k = topo.vector({"A1": 1})
+    read = capacity.read(topo, [k])
+    assert read.slots.tolist() == [1, 1, 0]  # own A1 replica + the idle A2 node
+    up = 1 + len(topo.type_names) + 1  # +1 replica of type index 1 (A2)
+    grant = [AMDecision(0, up, up, "granted")]
+    stale = capacity.read(topo, [k])
+    assert read.reserve(topo, [Request(0, k, up)], grant) is True
+    assert stale.reserve(topo, [Request(0, k, up)], grant) is False  # someone reserved meanwhile
+    assert capacity.read(topo, [k]).slots.tolist() == [1, 0, 0]
+    assert capacity.read(topo, [k], freeze=True).slots.tolist() == [1, 0, 0]
