@@ -1,0 +1,226 @@
+"""Closed-loop benchmark of OM policies on a real local Flink cluster (``manage.py bench_flink``).
+
+The WordCount job replays one compressed slice of the Taxi trace (``trace_start`` .. ``+steps`` lines in
+``duration_s`` seconds, rates x ``rate_scale``) with a per-record cost on ``splitter`` and ``counter``. Every
+``period_s`` seconds the connector's monitor collects, each controlled operator's policy steps, and the realizer
+applies the proposals (one PUT of resource requirements for both vertices). Runs, in turn, on a fresh job:
+``static-peak`` and ``static-mean`` (parallelism sized for the slice's peak / mean rate at 70 % utilisation from
+the per-record cost), ``ds2`` (target utilisation 0.7, scale-down after two periods) and ``model-based`` (its
+queue model fitted from the service times measured in the static-peak run). Reported per run: SLO violations
+(% of complete periods whose end-to-end latency exceeded ``r_max_s``), incomplete periods, slot-seconds and
+cost ($, vm.small price per slot), reconfigurations, mean/max downtime (s), records lost or duplicated (the
+final counts compared with the trace's exact counts).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from connectors.base import Period, ScalingPlan
+from connectors.flink.cluster import FlinkCluster, TaskManagerProfile
+from connectors.flink.connector import build
+from connectors.flink.jobs import submit_wordcount
+from connectors.flink.pipelines.trace_source import Schedule, expected_counts, load_rates
+
+OPERATORS = ["sentences", "splitter", "counter", "top"]
+STREAMS = [("sentences", "splitter"), ("splitter", "counter"), ("counter", "top")]
+CONTROLLED = ("splitter", "counter")
+WORDS_PER_SENTENCE = 4.5  # 5 words, 1 in 10 vocabulary words filtered out
+NODE_TYPE, PRICE_PER_SLOT_H = "vm.small", 0.005
+
+
+@dataclass
+class BenchConfig:
+    """One benchmark: trace slice, replay length (s), per-record cost (ms), SLO (s), control period (s)."""
+
+    trace: str
+    trace_start: int = 420
+    steps: int = 360
+    duration_s: float = 180.0
+    rate_scale: float = 0.08
+    cost_ms: float = 4.0
+    r_max_s: float = 2.0
+    period_s: float = 20.0
+    k_max: int = 6
+    slots: int = 8
+
+    def schedule(self) -> Schedule:
+        return Schedule(load_rates(self.trace, self.trace_start, self.steps), self.duration_s / self.steps,
+                        self.rate_scale, 50.0)  # fmt: skip
+
+    def static_parallelism(self, rate: float) -> dict[str, int]:
+        """Parallelism of each controlled operator for ``rate`` sentences/s at 70 % utilisation."""
+        per_slot = 1000.0 / self.cost_ms * 0.7
+        need = {"splitter": rate / per_slot, "counter": rate * WORDS_PER_SENTENCE / per_slot}
+        return {op: min(max(math.ceil(v), 1), self.k_max) for op, v in need.items()}
+
+
+@dataclass
+class RunResult:
+    name: str
+    periods: int = 0
+    incomplete: int = 0
+    violations: int = 0
+    slot_s: float = 0.0
+    reconfigurations: int = 0
+    downtimes: list[float] = field(default_factory=list)
+    failed_applies: int = 0
+    lost_or_duplicated: int = -1
+    latencies: list[float] = field(default_factory=list)
+    service_times: dict[str, list[float]] = field(default_factory=dict)
+    parallelism: list[dict[str, int]] = field(default_factory=list)
+
+    @property
+    def violation_pct(self) -> float:
+        complete = self.periods - self.incomplete
+        return 100.0 * self.violations / complete if complete else float("nan")
+
+    @property
+    def cost(self) -> float:
+        return self.slot_s / 3600.0 * PRICE_PER_SLOT_H
+
+    def row(self, baseline: RunResult) -> dict[str, Any]:
+        return {
+            "run": self.name,
+            "violations_pct": round(self.violation_pct, 1),
+            "incomplete_periods": f"{self.incomplete}/{self.periods}",
+            "slot_s": round(self.slot_s),
+            "cost_ratio_vs_static_peak": round(self.slot_s / baseline.slot_s, 3) if baseline.slot_s else None,
+            "cost_usd": round(self.cost, 6),
+            "reconfigurations": self.reconfigurations,
+            "failed_applies": self.failed_applies,
+            "downtime_mean_s": round(statistics.mean(self.downtimes), 2) if self.downtimes else 0.0,
+            "downtime_max_s": round(max(self.downtimes), 2) if self.downtimes else 0.0,
+            "e2e_median_s": round(statistics.median(self.latencies), 3) if self.latencies else None,
+            "lost_or_duplicated": self.lost_or_duplicated,
+        }
+
+
+def _policy(name: str, cfg: BenchConfig, service_s: float | None):
+    from policies import registry
+    from policies.model import NodeType, OperatorSpec, QueueModel, RateLevels
+
+    types = (NodeType(NODE_TYPE, 1.0, PRICE_PER_SLOT_H),)
+    kwargs: dict[str, Any] = {"node_types": types, "k_max": cfg.k_max, "r_max_s": cfg.r_max_s / 2.0,
+                              "rate_levels": RateLevels(30, 1000.0 / cfg.cost_ms * cfg.k_max)}  # fmt: skip
+    if service_s:
+        kwargs["model"] = QueueModel(service_s, service_s * service_s / 2.0)
+    spec = OperatorSpec(**kwargs)
+    params = {"period_s": cfg.period_s, "scale_down_delay_s": 2 * cfg.period_s} if name == "ds2" else None
+    return registry.load("om", name)(spec, params)
+
+
+def run_one(cluster: FlinkCluster, cfg: BenchConfig, name: str, initial: dict[str, int], policy_name: str | None,
+            service_s: dict[str, float] | None = None, log=print) -> RunResult:  # fmt: skip
+    """One run on a fresh job; ``policy_name`` None keeps ``initial`` (static)."""
+    from policies.base import Observation
+
+    counts_dir = Path(cluster.root) / f"counts-{name}-{int(time.time())}"
+    job_name = f"bench-{name}"
+    cluster.cancel_all()
+    submit_wordcount(cluster, cfg.trace, trace_start=cfg.trace_start, steps=cfg.steps,
+                     step_s=cfg.duration_s / cfg.steps, rate_scale=cfg.rate_scale, duration_s=cfg.duration_s,
+                     cost_ms=cfg.cost_ms, parallelism=1, counts_dir=counts_dir, job_name=job_name)  # fmt: skip
+    settings = {"restUrl": cluster.rest_url, "jobName": job_name, "applyTimeoutS": 60}
+    conn = build(settings, OPERATORS, STREAMS, {op: {NODE_TYPE: 1} for op in CONTROLLED})
+    first = conn.realizer.apply(ScalingPlan({op: {NODE_TYPE: k} for op, k in initial.items()}, 0))
+    if not first.ok:
+        raise RuntimeError(f"{name}: initial parallelism not applied: {first.error}")
+    started = time.monotonic()
+    job_id = conn.job.find()
+    policies = {op: _policy(policy_name, cfg, (service_s or {}).get(op)) for op in CONTROLLED} \
+        if policy_name else {}  # fmt: skip
+    result = RunResult(name, service_times={op: [] for op in CONTROLLED})
+    k = dict(initial)
+    slot = 0
+    last = time.monotonic()
+    while True:
+        time.sleep(max(0.0, cfg.period_s - (time.monotonic() - last)))
+        now_m = time.monotonic()
+        length, last = now_m - last, now_m
+        state = conn.job.rest.job(job_id)["state"]
+        if state != "RUNNING":
+            break
+        slot += 1
+        result.slot_s += sum(k.values()) * length
+        now = time.time()
+        metrics = conn.monitor.collect(Period(slot, now - length, now))
+        result.periods += 1
+        result.parallelism.append(dict(k))
+        e2e = metrics.end_to_end_response_time_s
+        if not metrics.complete or e2e is None:
+            result.incomplete += 1
+            log(f"  {name} period {slot}: incomplete ({metrics.reason[:120]})")
+            continue
+        result.latencies.append(e2e)
+        violated = e2e > cfg.r_max_s
+        result.violations += int(violated)
+        for op in CONTROLLED:
+            st = metrics.operators[op].service_time_mean_s
+            if st:
+                result.service_times[op].append(st)
+        log(f"  {name} period {slot}: k={k} e2e={e2e:.2f}s rates="
+            f"{ {op: round(metrics.operators[op].input_rate, 1) for op in CONTROLLED} } "
+            f"util={ {op: round(metrics.operators[op].utilisation or 0, 2) for op in CONTROLLED} }")
+        if not policies:
+            continue
+        targets: dict[str, int] = {}
+        for op, policy in policies.items():
+            m = metrics.operators[op]
+            obs = Observation(np.array([k[op]]), float(m.input_rate), e2e / 2.0, violated, m.utilisation, True)
+            new = int(policy.step(obs).deployment.sum())
+            if new != k[op]:
+                targets[op] = new
+        if targets:
+            res = conn.realizer.apply(ScalingPlan({op: {NODE_TYPE: n} for op, n in targets.items()}, slot))
+            result.reconfigurations += 1
+            result.downtimes.append(res.downtime_s)
+            if res.ok:
+                k.update(targets)
+            else:
+                result.failed_applies += 1
+        if time.monotonic() - started > cfg.duration_s + 180:
+            break
+    deadline = time.monotonic() + 120
+    while conn.job.rest.job(job_id)["state"] not in ("FINISHED", "FAILED", "CANCELED") and time.monotonic() < deadline:
+        time.sleep(1)
+    expected = expected_counts(cfg.schedule(), int(cfg.duration_s * 50.0))
+    path = counts_dir / "counts-0.json"
+    got = json.loads(path.read_text()) if path.exists() else {}
+    result.lost_or_duplicated = sum(abs(got.get(w, 0) - n) for w, n in expected.items()) + sum(
+        n for w, n in got.items() if w not in expected
+    )
+    return result
+
+
+def run_benchmark(root: str | Path, cfg: BenchConfig, runs: list[str], log=print) -> list[RunResult]:
+    """Start a cluster (one TaskManager of ``cfg.slots`` slots), run ``runs`` in order, stop the cluster."""
+    cluster = FlinkCluster(root).start()
+    results: list[RunResult] = []
+    try:
+        cluster.start_taskmanager("bench-tm", TaskManagerProfile(slots=cfg.slots, memory_mb=2048))
+        sched = cfg.schedule()
+        rates = [r * cfg.rate_scale for r in sched.rates]
+        peak, mean = cfg.static_parallelism(max(rates)), cfg.static_parallelism(sum(rates) / len(rates))
+        fitted: dict[str, float] = {}
+        for name in runs:
+            log(f"run {name}")
+            if name == "static-peak":
+                r = run_one(cluster, cfg, name, peak, None, log=log)
+                fitted = {op: statistics.median(v) for op, v in r.service_times.items() if v}
+            elif name == "static-mean":
+                r = run_one(cluster, cfg, name, mean, None, log=log)
+            else:
+                r = run_one(cluster, cfg, name, mean, name, service_s=fitted, log=log)
+            results.append(r)
+    finally:
+        cluster.stop()
+    return results
