@@ -26,6 +26,11 @@ class SeriesChunk(models.Model):
     values = models.BinaryField(default=b"")
     n_rows = models.PositiveIntegerField(default=0)
     last_time = models.FloatField(default=0.0, help_text="end of the last observed period rolled up (s)")
+    events = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="scaling proposals granted or denied: [time (s), decision id, outcome, operator, action]",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

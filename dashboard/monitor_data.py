@@ -7,13 +7,11 @@ milliseconds since the epoch (plotly date axes).
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 from django.urls import reverse
 
-from autoscaler.control.models import Decision
 from autoscaler.models import Application
 from dashboard import monitor_rollup, series
 
@@ -22,26 +20,18 @@ MAX_POINTS = 2000
 MAX_EVENTS = 1000
 #: sliding window of the budget burn-down (periods), as the control plane's aggregates
 WINDOW_PERIODS = 60
-GRANTED = (
-    Decision.Outcome.APPLIED,
-    Decision.Outcome.APPLYING,
-    Decision.Outcome.DRY_RUN,
-    Decision.Outcome.FAILED,
-    Decision.Outcome.ROLLED_BACK,
-)
 
 
 def clean(values: np.ndarray, digits: int = 4) -> list[float | None]:
     """JSON-ready list: rounded to ``digits`` significant digits, non-finite -> None."""
     v = np.asarray(values, dtype=float)
-    out: list[float | None] = []
     finite = np.isfinite(v)
-    if finite.any():
-        mag = np.floor(np.log10(np.abs(np.where(finite & (v != 0), v, 1.0))))
-        scale = 10.0 ** (digits - 1 - mag)
-        v = np.where(finite, np.round(v * scale) / scale, v)
-    for x, ok in zip(v.tolist(), finite.tolist(), strict=True):
-        out.append(x if ok else None)
+    safe = np.where(finite & (v != 0), np.abs(v), 1.0)
+    scale = 10.0 ** (digits - 1 - np.floor(np.log10(safe)))
+    out = (np.round(np.where(finite, v, 0.0) * scale) / scale).tolist()
+    if not finite.all():
+        for i in np.flatnonzero(~finite).tolist():
+            out[i] = None
     return out
 
 
@@ -148,7 +138,7 @@ def dashboard_data(
     # cost per hour and cumulative cost by node type
     type_cols = frame.prefixed("cost:")
     types = [c.split(":", 1)[1] for c in type_cols]
-    costs = np.column_stack([frame.col(c) for c in type_cols]) if type_cols else np.zeros((n, 0))
+    costs = frame.cols(type_cols)
     per_hour = costs * 3600.0 / period_s
     cumulative = np.cumsum(np.nan_to_num(costs), axis=0)
     cx, cy = series.bucket_reduce(t, per_hour, max_points, "mean")
@@ -162,8 +152,9 @@ def dashboard_data(
     }
     # replicas per operator stacked by node type (peak per bucket)
     rep_cols = frame.prefixed("replicas:")
-    reps = np.column_stack([frame.col(c) for c in rep_cols]) if rep_cols else np.zeros((n, 0))
-    keep = [j for j in range(reps.shape[1]) if np.nanmax(np.nan_to_num(reps[:, j])) > 0]
+    reps = frame.cols(rep_cols)
+    used = (np.nan_to_num(reps) > 0).any(axis=0) if reps.shape[1] else np.zeros(0, dtype=bool)
+    keep = np.flatnonzero(used).tolist()
     rx, ry = series.bucket_reduce(t, reps[:, keep], max_points, "max")
     out["replicas"] = {
         "x": ms(rx),
@@ -172,31 +163,21 @@ def dashboard_data(
             for i, j in enumerate(keep)
         ],
     }
-    out["events"] = scaling_events(app, float(t[0]), float(t[-1]))
+    out["events"] = scaling_events(frame)
     return out
 
 
-def scaling_events(app: Application, start_s: float, end_s: float) -> list[dict[str, Any]]:
-    """Granted and denied scaling proposals in ``[start_s, end_s]`` (newest ``MAX_EVENTS``), with their links."""
-    period = float(app.om_period_s)
-    lo, hi = math.floor(start_s / period) - 1, math.ceil(end_s / period) + 1
-    rows = list(
-        Decision.objects.filter(application=app, slot__gte=lo, slot__lte=hi)
-        .filter(outcome__in=[*GRANTED, Decision.Outcome.DENIED])
-        .order_by("-slot")
-        .values_list(
-            "id", "slot", "tick__period_s", "outcome", "operator__name", "proposal__explanation__action"
-        )[:MAX_EVENTS]
-    )
+def scaling_events(frame: monitor_rollup.Frame) -> list[dict[str, Any]]:
+    """The range's granted and denied scaling proposals (newest ``MAX_EVENTS``, oldest first), with links."""
     base = reverse("dashboard:decision-detail", args=[0])[: -len("0/")]
     return [
         {
-            "t": slot * p * 1000.0,
+            "t": t * 1000.0,
             "id": pk,
             "outcome": outcome,
             "operator": op,
-            "action": action or "",
+            "action": action,
             "url": f"{base}{pk}/",
         }
-        for pk, slot, p, outcome, op, action in reversed(rows)
+        for t, pk, outcome, op, action in frame.events[-MAX_EVENTS:]
     ]

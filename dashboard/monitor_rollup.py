@@ -14,6 +14,9 @@ Columns (units):
 - ``replicas:<operator>:<type>``: replicas in place during the period;
 - ``agent_cost:<operator>``: the OM's weighted cost of the period (w_perf, w_res, w_rcf over its cost terms).
 
+Beside the columns, each chunk keeps its scaling events (every proposal granted or denied, with its decision id)
+so the dashboard's markers need no query over the decision log.
+
 :func:`catch_up` is idempotent and cheap when nothing is new (one indexed query); the pages call it before
 reading, so the rollup is never more than one page load behind the ledger.
 """
@@ -36,6 +39,16 @@ BATCH_TICKS = 2000
 #: a tick left running/applying longer than this is not waited for (a crashed worker; the dispatcher retries)
 STALE_PENDING_S = 3600.0
 BASE_COLUMNS = ("rate", "capacity", "rt_ms", "violated", "reconfigured", "no_data", "cost")
+EVENT_OUTCOMES = frozenset(
+    {
+        Decision.Outcome.APPLIED,
+        Decision.Outcome.APPLYING,
+        Decision.Outcome.DRY_RUN,
+        Decision.Outcome.FAILED,
+        Decision.Outcome.ROLLED_BACK,
+        Decision.Outcome.DENIED,
+    }
+)
 
 
 def _static(app: Application) -> dict[str, Any]:
@@ -176,6 +189,7 @@ def catch_up(app: Application, max_ticks: int | None = None) -> int:
             batch = batch[: max_ticks - added]
         st = st or _static(app)
         by_tick: dict[int, list[tuple]] = {}
+        events: dict[int, list[tuple]] = {}
         for d in Decision.objects.filter(tick_id__in=[t["id"] for t in batch]).values_list(
             "tick_id",
             "operator_id",
@@ -185,16 +199,26 @@ def catch_up(app: Application, max_ticks: int | None = None) -> int:
             "reconfigured",
             "proposal__explanation__last_period_cost_terms",
             "proposal__explanation__weights",
+            "id",
+            "outcome",
+            "proposal__explanation__action",
         ):
-            by_tick.setdefault(d[0], []).append(d[1:])
+            by_tick.setdefault(d[0], []).append(d[1:8])
+            if d[9] in EVENT_OUTCOMES and d[1] in st["ids"]:
+                events.setdefault(d[0], []).append((d[8], d[9], st["ids"][d[1]], d[10] or ""))
         times = np.array([t["slot"] * t["period_s"] for t in batch], dtype=float)
         rows = [_row(t, by_tick.get(t["id"], []), st) for t in batch]
-        _append(app, times, rows)
+        batch_events = [
+            [float(t["slot"] * t["period_s"]), pk, outcome, op, action]
+            for t in batch
+            for pk, outcome, op, action in sorted(events.get(t["id"], []))
+        ]
+        _append(app, times, rows, batch_events)
         added += len(batch)
     return added
 
 
-def _append(app: Application, times: np.ndarray, rows: list[dict[str, float]]) -> None:
+def _append(app: Application, times: np.ndarray, rows: list[dict[str, float]], events: list[list]) -> None:
     days = np.floor(times / DAY_S).astype(np.int64)
     with transaction.atomic():
         for day in np.unique(days):
@@ -220,6 +244,7 @@ def _append(app: Application, times: np.ndarray, rows: list[dict[str, float]]) -
             chunk.values = np.ascontiguousarray(all_v, dtype=np.float32).tobytes()
             chunk.n_rows = len(all_t)
             chunk.last_time = float(all_t.max())
+            chunk.events = list(chunk.events or []) + [e for e in events if int(e[0] // DAY_S) == day]
             chunk.save()
 
 
@@ -238,8 +263,12 @@ def _unpack(columns: list[str], times: Any, values: Any) -> tuple[np.ndarray, np
 class Frame:
     """Rollup rows of a time range: ``times`` (s, increasing), ``values`` (rows x columns, float64)."""
 
-    def __init__(self, times: np.ndarray, columns: list[str], values: np.ndarray) -> None:
+    def __init__(
+        self, times: np.ndarray, columns: list[str], values: np.ndarray, events: list[list] | None = None
+    ) -> None:
         self.times, self.columns, self.values = times, columns, values
+        #: scaling events in the range, oldest first: [time (s), decision id, outcome, operator, action]
+        self.events = events or []
         self._index = {c: j for j, c in enumerate(columns)}
 
     def __len__(self) -> int:
@@ -252,6 +281,14 @@ class Frame:
         j = self._index.get(column)
         return self.values[:, j] if j is not None else np.full(len(self.times), np.nan)
 
+    def cols(self, columns: list[str]) -> np.ndarray:
+        """Several columns at once (rows x len(columns)); unknown columns are NaN."""
+        out = np.full((len(self.times), len(columns)), np.nan)
+        known = [(i, self._index[c]) for i, c in enumerate(columns) if c in self._index]
+        if known:
+            out[:, [i for i, _ in known]] = self.values[:, [j for _, j in known]]
+        return out
+
     def prefixed(self, prefix: str) -> list[str]:
         return [c for c in self.columns if c.startswith(prefix)]
 
@@ -263,16 +300,18 @@ def load(app: Application, start: float | None = None, end: float | None = None)
         qs = qs.filter(day__gte=int(start // DAY_S))
     if end is not None and math.isfinite(end):
         qs = qs.filter(day__lte=int(end // DAY_S))
-    parts = list(qs.order_by("day").values_list("columns", "times", "values"))
+    parts = list(qs.order_by("day").values_list("columns", "times", "values", "events"))
     columns: list[str] = []
-    for cols, _, _ in parts:
+    for cols, _, _, _ in parts:
         for c in cols:
             if c not in columns:
                 columns.append(c)
     index = {c: j for j, c in enumerate(columns)}
     ts, vs = [], []
-    for cols, times, values in parts:
+    events = []
+    for cols, times, values, evs in parts:
         t, v = _unpack(cols, times, values)
+        events.extend(evs or [])
         if list(cols) == columns:
             vs.append(v)
         else:
@@ -286,7 +325,10 @@ def load(app: Application, start: float | None = None, end: float | None = None)
     values = np.vstack(vs).astype(np.float64)
     lo = 0 if start is None else int(np.searchsorted(times, start, side="left"))
     hi = len(times) if end is None else int(np.searchsorted(times, end, side="right"))
-    return Frame(times[lo:hi], columns, values[lo:hi])
+    lo_t = -math.inf if start is None else start
+    hi_t = math.inf if end is None else end
+    events = [e for e in events if lo_t <= e[0] <= hi_t]
+    return Frame(times[lo:hi], columns, values[lo:hi], events)
 
 
 def time_bounds(app: Application) -> tuple[float, float] | None:

@@ -43,24 +43,37 @@ def lttb(x: np.ndarray, y: np.ndarray, n_out: int = DEFAULT_POINTS) -> tuple[np.
     cnt = csum_c[nxt_hi] - csum_c[nxt_lo]
     avg_x = (csum_x[nxt_hi] - csum_x[nxt_lo]) / np.maximum(nxt_hi - nxt_lo, 1)
     avg_y = np.where(cnt > 0, (csum_y[nxt_hi] - csum_y[nxt_lo]) / np.maximum(cnt, 1), np.nan)
+    # the buckets as rows of a padded index matrix (sizes differ by at most one; the padding repeats a bucket's
+    # last index, which argmax never prefers over its first occurrence), so each step is a few vector operations
+    nb = n_out - 2
+    sizes = edges[1:] - edges[:-1]
+    width = max(int(sizes.max()), 1)
+    idx = edges[:-1, None] + np.minimum(np.arange(width)[None, :], np.maximum(sizes - 1, 0)[:, None])
+    xs, ys = x[idx], y[idx]
+    has_nan = (~np.isfinite(ys)).any(axis=1).tolist()
+    avg_x_l, avg_y_l = avg_x.tolist(), avg_y.tolist()
+    empty = (sizes <= 0).tolist()
     out = np.empty(n_out, dtype=np.int64)
     out[0], out[-1] = 0, n - 1
-    a = 0
-    for i in range(n_out - 2):
-        lo, hi = edges[i], edges[i + 1]
-        if hi <= lo:
-            out[i + 1] = lo
+    ax, ay = float(x[0]), float(y_f[0])
+    for i in range(nb):
+        if empty[i]:
+            out[i + 1] = edges[i]
             continue
-        ax, ay = x[a], y_f[a]
-        bx, by = avg_x[i], avg_y[i]
-        seg_x, seg_y = x[lo:hi], y[lo:hi]
-        if not np.isfinite(by):
+        bx, by = avg_x_l[i], avg_y_l[i]
+        if by != by:  # NaN: the next bucket has no data
             by = ay
-        area = np.abs((ax - bx) * (seg_y - ay) - (ax - seg_x) * (by - ay))
-        area = np.where(np.isfinite(area), area, -1.0)
-        j = lo + int(np.argmax(area))
+        # twice the triangle (a, point, b) area = |p * y + q * x + r|
+        p, q = ax - bx, by - ay
+        r = -p * ay - q * ax
+        area = np.abs(p * ys[i] + q * xs[i] + r)
+        if has_nan[i]:
+            area = np.nan_to_num(area, nan=-1.0)
+        j = int(edges[i]) + int(area.argmax())
         out[i + 1] = j
-        a = j
+        ax = float(x[j])
+        if finite[j]:
+            ay = float(y[j])
     return x[out], y[out]
 
 

@@ -29,6 +29,37 @@ def test_lttb_keeps_ends_extremes_and_point_budget():
     assert np.array_equal(ys, y[(xs / 60.0).astype(int)])
 
 
+def reference_lttb(x, y, n_out):
+    """LTTB as published (Steinarsson 2013, Alg. 4.2), plain Python."""
+    n = len(x)
+    every = (n - 2) / (n_out - 2)
+    out, a = [0], 0
+    for i in range(n_out - 2):
+        lo, hi = int(i * every + 0.5) + 1, int((i + 1) * every + 0.5) + 1
+        nlo, nhi = hi, min(int((i + 2) * every + 0.5) + 1, n)
+        if i == n_out - 3:
+            nlo, nhi = n - 1, n
+        bx = sum(x[nlo:nhi]) / (nhi - nlo)
+        by = sum(y[nlo:nhi]) / (nhi - nlo)
+        best, j = -1.0, lo
+        for k in range(lo, hi):
+            area = abs((x[a] - bx) * (y[k] - y[a]) - (x[a] - x[k]) * (by - y[a]))
+            if area > best:
+                best, j = area, k
+        out.append(j)
+        a = j
+    out.append(n - 1)
+    return out
+
+
+def test_lttb_selects_the_same_points_as_the_reference_algorithm():
+    x, y = noisy(7919, seed=5)
+    xs, _ = series.lttb(x, y, 500)
+    ref = reference_lttb(x.tolist(), y.tolist(), 500)
+    got = (xs / 60.0).round().astype(int).tolist()
+    assert got == ref
+
+
 def test_lttb_without_reduction_and_with_gaps():
     x = np.arange(10.0)
     y = np.arange(10.0)
