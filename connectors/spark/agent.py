@@ -52,8 +52,9 @@ What the agent does:
       the query and the SparkContext, starts a new session with ``spark.executor.cores`` / ``.memory`` of the
       profile (memory = ``memoryMiB * memory_scale``, at least 512 MiB, Spark's minimum is 450) and
       rebuilds the query with ``build_query`` (it restarts from its checkpoint: no record lost or duplicated
-      with a checkpointed source and an idempotent sink). Downtime (s) = from the stop request to the first
-      progress of the new query. Under ``attach`` a profile change is refused with an error in the ack.
+      with a checkpointed source and an idempotent sink). Downtime (s) = from the stop request until the new
+      query runs (past initialisation) with at least one executor. Under ``attach`` a profile change is
+      refused with an error in the ack.
 
     and acknowledges with ``POST .../applied`` ``{"generation", "executors" (seen on the driver), "profile",
     "downtimeS", "durationS", "error"}`` (``error`` empty on success).
@@ -320,7 +321,7 @@ class SparkAgent:
             for v in victims:
                 self._kill(v["id"])
 
-    def _wait_executors(self, n: int, timeout_s: float) -> int:
+    def _wait_executors(self, n: int, timeout_s: float, at_least: bool = False) -> int:
         deadline = time.monotonic() + timeout_s
         seen = -1
         while time.monotonic() < deadline and not self._stop.is_set():
@@ -328,7 +329,7 @@ class SparkAgent:
                 seen = len(self.executors())
             except Exception:  # noqa: BLE001 - UI briefly unavailable
                 seen = -1
-            if seen == n:
+            if seen == n or (at_least and seen >= n):
                 return seen
             if seen > n:  # surplus (e.g. granted before the limit arrived): remove again
                 try:
@@ -378,6 +379,18 @@ class SparkAgent:
         self.generation = generation
         self._ack(generation, seen, 0.0, time.monotonic() - t0, error)
 
+    def _reconcile(self) -> None:
+        """Keep the running executors at the desired count between generations: kill surplus ones (e.g.
+        granted at start-up before the limit reached the master), idlest first."""
+        n = self.desired_executors
+        if n is None:
+            return
+        try:
+            if len(self.executors()) > n:
+                self.scale_to(n)
+        except Exception as exc:  # noqa: BLE001 - retried at the next poll
+            log.debug("streamscaler agent: reconcile skipped: %s", exc)
+
     def _control_loop(self) -> None:
         while not self._stop.wait(self.poll_interval_s):
             if self._restart_to is not None or self._sc() is None:
@@ -388,6 +401,7 @@ class SparkAgent:
                 log.warning("streamscaler agent: desired state unavailable: %s", exc)
                 continue
             if gen <= self.generation or n is None:
+                self._reconcile()
                 continue
             if profile is None or self.profile is None or profile.same_resources(self.profile):
                 if profile is not None:
@@ -462,6 +476,22 @@ class SparkAgent:
             time.sleep(0.05)
         q.stop()
 
+    def _wait_running(self, timeout_s: float) -> bool:
+        """True once the (re)started query runs: a progress event arrived, or it is past initialisation and
+        waiting for data or for its next trigger (a file source without new files runs no batch)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            q = self.query
+            if self._progress_seen.is_set():
+                return True
+            try:
+                if q is not None and q.isActive and str(q.status.get("message", "")).startswith("Waiting"):
+                    return True
+            except Exception:  # noqa: BLE001 - status unavailable while starting
+                pass
+            time.sleep(0.05)
+        return False
+
     def _restart(self, generation: int, n: int, profile: Profile) -> None:
         t0 = time.monotonic()
         error = ""
@@ -476,10 +506,11 @@ class SparkAgent:
             self._progress_seen.clear()
             spark = self._session(profile, n)
             self.query = self._build_query(spark)
-            seen = self._wait_executors(n, self.apply_timeout_s)
-            if not self._progress_seen.wait(self.apply_timeout_s):
-                error = "the restarted query reported no progress"
+            if not self._wait_running(self.apply_timeout_s):
+                error = "the restarted query did not start running"
+            self._wait_executors(1, self.apply_timeout_s, at_least=True)
             downtime = time.monotonic() - t0
+            seen = self._wait_executors(n, self.apply_timeout_s)
             if seen != n and not error:
                 error = f"executors: {seen} running after the restart, {n} desired"
         except Exception as exc:  # noqa: BLE001 - reported in the ack; try the old profile again

@@ -319,3 +319,104 @@ class TraceDataSource(DataSource):  # type: ignore[misc,valid-type]
 def register(spark: Any) -> None:
     """Make ``format("trace")`` available in ``spark`` (once per session)."""
     spark.dataSource.register(TraceDataSource)
+
+
+# ---- fallback: a generator thread writing the same records as JSON-lines files ---------------------------------
+class FileTraceGenerator:
+    """Writes the records of the schedule as JSON-lines files into ``directory`` for Spark's file source.
+
+    The fallback to the Python data source when the machine is too loaded for Spark's Python source runner to
+    connect back within Spark's fixed 10 s. Every ``chunk_s`` seconds the records created since the last file
+    are written to ``part-<first index>-<end index>.json`` (via a hidden temporary file and a rename, so the file
+    source never sees half a file). ``t0`` is kept in ``directory/_t0`` and the next index is found from the
+    file names, so a restarted generator continues the same sequence: the files are immutable and the
+    records are the same as the data source's (``sentence_records`` / ``taxi_records``).
+    """
+
+    def __init__(self, directory: str | Path, options: dict[str, Any], chunk_s: float = 1.0) -> None:
+        import threading
+
+        _check_options(options)
+        opts = CaseInsensitive(options)
+        self.directory = Path(directory)
+        self.kind = opts.get("kind", "sentences")
+        self.seed = int(opts.get("seed", 0))
+        self.schedule = TraceSchedule.from_options(opts)
+        self.chunk_s = chunk_s
+        self.directory.mkdir(parents=True, exist_ok=True)
+        t0_file = self.directory / "_t0"
+        if t0_file.exists():
+            self.t0 = float(t0_file.read_text())
+        else:
+            self.t0 = float(opts["startTime"]) if opts.get("startTime") else round(time.time(), 3)
+            tmp = self.directory / ".t0.tmp"
+            tmp.write_text(str(self.t0))
+            tmp.rename(t0_file)
+        ends = [int(p.stem.split("-")[2]) for p in self.directory.glob("part-*.json")]
+        self.next_index = max(ends, default=0)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="trace-files", daemon=True)
+
+    def write_available(self, now: float | None = None) -> int:
+        """Write the records created up to ``now`` (epoch s); the number written."""
+        import json
+
+        end = self.schedule.count_at((time.time() if now is None else now) - self.t0)
+        if end <= self.next_index:
+            return 0
+        rows = KINDS[self.kind][1](self.schedule, self.t0, self.next_index, end, self.seed)
+        names = [f.split(" ")[0] for f in KINDS[self.kind][0].split(", ")]
+        name = f"part-{self.next_index:012d}-{end:012d}.json"
+        tmp = self.directory / f".{name}.tmp"
+        with open(tmp, "w") as fh:
+            for row in rows:
+                fh.write(json.dumps(dict(zip(names, row, strict=True))) + "\n")
+        tmp.rename(self.directory / name)
+        written, self.next_index = end - self.next_index, end
+        return written
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.chunk_s):
+            self.write_available()
+            if self.next_index >= self.schedule.total:
+                break
+
+    def start(self) -> FileTraceGenerator:
+        self.write_available()
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+
+
+_GENERATORS: dict[str, FileTraceGenerator] = {}
+
+
+def read_trace(
+    spark: Any, options: dict[str, str], source: str = "python", directory: str | None = None
+) -> Any:
+    """The trace as a streaming DataFrame: ``source="python"`` = the Python data source ``format("trace")``;
+    ``source="files"`` = a ``FileTraceGenerator`` (one per directory and process, started on first use) read
+    by Spark's JSON file source from ``directory``."""
+    kind = CaseInsensitive(options).get("kind", "sentences")
+    if source == "python":
+        register(spark)
+        return spark.readStream.format("trace").options(**options).load()
+    if source != "files":
+        raise ValueError(f"source: {source!r} is not one of python, files")
+    if not directory:
+        raise ValueError("source: files needs a directory")
+    gen = _GENERATORS.get(str(directory))
+    if gen is None or not gen._thread.is_alive() and gen.next_index < gen.schedule.total:
+        gen = _GENERATORS[str(directory)] = FileTraceGenerator(directory, options).start()
+    return spark.readStream.schema(KINDS[kind][0]).json(str(directory))
+
+
+def stop_generators() -> None:
+    """Stop every generator thread of this process."""
+    for gen in _GENERATORS.values():
+        gen.stop()
+    _GENERATORS.clear()

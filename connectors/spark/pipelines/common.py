@@ -136,6 +136,7 @@ class StageOptions:
     cpu_ms: float = 0.0  # busy CPU per record and stage (ms)
     wait_ms: float = 0.0  # waiting (external lookup) per record and stage (ms)
     top_k: int = 10
+    source: str = "python"  # python (the Python data source) | files (generator thread + JSON file source)
     latency: LatencyReporter = field(default_factory=LatencyReporter)
 
     def path(self, *parts: str) -> str:

@@ -41,6 +41,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--compress", type=float, default=72.0, help="trace minutes per wall minute")
     p.add_argument("--rate-scale", type=float, default=0.1, help="multiplier of the trace rates")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--source",
+        choices=("python", "files"),
+        default="python",
+        help="python: the Python data source; files: a generator thread + Spark's file source",
+    )
     p.add_argument("--start-time", type=float, default=None, help="t0 of the trace (epoch s)")
     p.add_argument("--partitions", type=int, default=4, help="source partitions per micro-batch")
     p.add_argument("--shuffle-partitions", type=int, default=4)
@@ -57,6 +63,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--dynamic-allocation", action="store_true", help="Spark's own dynamic allocation")
     p.add_argument("--seconds", type=float, default=None, help="stop after this many seconds")
     p.add_argument("--retries", type=int, default=3, help="restarts of a failed query from its checkpoint")
+    p.add_argument(
+        "--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark conf (repeatable)"
+    )
     args = p.parse_args(argv)
     if (args.pipeline, args.stage) not in STAGES:
         stages = sorted(s for pl, s in STAGES if pl == args.pipeline)
@@ -64,6 +73,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for name in ("compress", "rate_scale", "interval"):
         if getattr(args, name) <= 0:
             p.exit(2, f"--{name.replace('_', '-')}: must be > 0\n")
+    for item in args.conf:
+        if "=" not in item or not item.split("=", 1)[0].startswith("spark."):
+            p.exit(2, f"--conf: {item!r} is not spark.<key>=<value>\n")
     if args.url and not args.token:
         p.exit(2, "--token: required with --url (or STREAMSCALER_TOKEN)\n")
     if args.url and not args.application:
@@ -85,6 +97,7 @@ def stage_options(args: argparse.Namespace) -> StageOptions:
         partitions=args.partitions,
         shuffle_partitions=args.shuffle_partitions,
         interval_s=args.interval,
+        source=args.source,
         cpu_ms=args.cpu_ms,
         wait_ms=args.wait_ms,
         latency=LatencyReporter(path=workdir / "latency" / f"{args.stage}.jsonl"),
@@ -99,6 +112,7 @@ def spark_conf(args: argparse.Namespace) -> dict[str, str]:
     }
     if args.ui_port:
         conf["spark.ui.port"] = str(args.ui_port)
+    conf.update(dict(item.split("=", 1) for item in args.conf))
     if args.dynamic_allocation:
         conf.update(
             {

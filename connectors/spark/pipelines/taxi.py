@@ -17,7 +17,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from connectors.spark.trace_source import register
+from connectors.spark.trace_source import read_trace
 
 from .common import BatchState, StageOptions, burn, latency_stats, write_json_atomic
 
@@ -77,8 +77,9 @@ def taxi_sink(opts: StageOptions, window_s: float):
 
 def build_taxi(spark: Any, opts: StageOptions, window_s: float = 60.0) -> Any:
     """Start the taxi query (see module docstring)."""
-    register(spark)
-    src = spark.readStream.format("trace").options(**opts.source_options("taxi")).load()
+    src = read_trace(spark, opts.source_options("taxi"), opts.source, opts.path("input"))
+    if opts.source == "files":  # small files are packed into few partitions: spread them over the tasks
+        src = src.repartition(opts.partitions)
     enriched = src.mapInPandas(_parse_enrich_fn(opts.cpu_ms, opts.wait_ms), ENRICHED_SCHEMA)
     return (
         enriched.writeStream.foreachBatch(taxi_sink(opts, window_s))

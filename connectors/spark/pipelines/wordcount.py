@@ -23,7 +23,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from connectors.spark.trace_source import keep_word, register
+from connectors.spark.trace_source import keep_word, read_trace
 
 from .common import BatchState, StageOptions, burn, latency_stats, write_json_atomic
 
@@ -58,8 +58,9 @@ def _cost_fn(cpu_ms: float, wait_ms: float):
 
 def build_splitter(spark: Any, opts: StageOptions) -> Any:
     """Start the splitter query (see module docstring)."""
-    register(spark)
-    src = spark.readStream.format("trace").options(**opts.source_options("sentences")).load()
+    src = read_trace(spark, opts.source_options("sentences"), opts.source, opts.path("input"))
+    if opts.source == "files":  # small files are packed into few partitions: spread them over the tasks
+        src = src.repartition(opts.partitions)
     words = src.mapInPandas(_split_fn(opts.cpu_ms, opts.wait_ms), WORDS_SCHEMA)
     return (
         words.writeStream.format("parquet")

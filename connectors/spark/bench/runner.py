@@ -1,0 +1,258 @@
+"""Run one strategy of ``bench_spark`` and measure it.
+
+The pipeline is the taxi analytics (one Spark application, ``connectors.spark.pipelines.taxi``) with the
+generator/file source, started as ``python -m connectors.spark.pipelines.run`` with the agent attached to an
+``IngestStub``; the strategy's controller publishes the desired executor count every ``period_s``. After
+``minutes`` of trace the generator stops, the sink drains, and the sink is compared with the trace's
+deterministic records.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from connectors.spark.pipelines.taxi import zone_totals
+from connectors.spark.trace_source import TraceSchedule, expected_zone_trips, load_trace
+
+from .ingest_stub import IngestStub
+from .strategies import PeriodStats, Strategy
+
+PROFILE = {"name": "exec.small", "cores": 1, "memoryMiB": 512}
+PRICE_PER_CORE_HOUR = 0.005  # $/h of vm.small (1 core) in the vm-example catalog
+
+
+@dataclass
+class BenchConfig:
+    """One benchmark setting (units in comments)."""
+
+    master: str
+    workdir: Path
+    minutes: float = 3.0  # wall minutes of trace per run
+    compress: float = 72.0  # trace minutes per wall minute
+    rate_scale: float = 0.3
+    trace: str = "taxi_last_month"
+    trace_start: int = 0  # first trace minute
+    wait_ms: float = 20.0  # lookup wait per trip (ms)
+    cpu_ms: float = 0.0
+    interval_s: float = 5.0
+    period_s: float = 15.0
+    r_max_s: float = 15.0
+    k_max: int = 6
+    partitions: int = 8
+    drain_s: float = 180.0
+
+    @property
+    def trace_minutes(self) -> int:
+        return max(1, int(round(self.minutes * self.compress)))
+
+    def schedule(self) -> TraceSchedule:
+        return TraceSchedule(
+            load_trace(self.trace, self.trace_start, self.trace_minutes), self.compress, self.rate_scale
+        )
+
+
+@dataclass
+class RunResult:
+    strategy: str
+    periods: int = 0
+    violations_pct: float = 0.0
+    latency_mean_s: float = 0.0
+    core_seconds: float = 0.0
+    cost_usd: float = 0.0
+    reconfigurations: int = 0
+    apply_mean_s: float = 0.0
+    apply_max_s: float = 0.0
+    downtime_max_s: float = 0.0
+    expected: int = 0
+    got: int = 0
+    lost: int = 0
+    duplicated: int = 0
+    pred_violations_pct: float = 0.0
+    pred_latency_mean_s: float = 0.0
+    mu_per_executor: float = 0.0
+    error: str = ""
+    series: list[dict[str, Any]] = field(default_factory=list)
+
+    def row(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("series")
+        return d
+
+
+def _batch_seconds(p: dict[str, Any]) -> float:
+    return float(p.get("batchDuration") or p.get("durationMs", {}).get("triggerExecution", 0)) / 1000.0
+
+
+def period_stats(prog: list[dict], lat: list[dict], executors: int, period_s: float, interval_s: float):
+    rows = sum(int(p.get("numInputRows", 0)) for p in prog)
+    busy = sum(_batch_seconds(p) for p in prog)
+    n = sum(int(x.get("n", 0)) for x in lat)
+    mean = sum(x["mean_s"] * x["n"] for x in lat) / n if n else None
+    p95 = max((x["p95_s"] for x in lat if x.get("n")), default=None)
+    ratio = (busy / len(prog) / interval_s) if prog else 0.0
+    return PeriodStats(rows / period_s, rows / period_s, ratio, busy / period_s, mean, p95, executors)
+
+
+def _stage_cmd(cfg: BenchConfig, strategy: Strategy, stub: IngestStub, workdir: Path) -> list[str]:
+    cmd = [
+        sys.executable, "-m", "connectors.spark.pipelines.run", "--pipeline", "taxi", "--stage", "all",
+        "--master", cfg.master, "--workdir", str(workdir), "--application", "bench", "--operator",
+        strategy.name, "--app-name", f"bench-{strategy.name}", "--url", stub.url, "--token", "bench",
+        "--trace", cfg.trace, "--trace-start", str(cfg.trace_start), "--trace-minutes", str(cfg.trace_minutes),
+        "--compress", str(cfg.compress), "--rate-scale", str(cfg.rate_scale), "--source", "files",
+        "--partitions", str(cfg.partitions), "--shuffle-partitions", str(cfg.partitions),
+        "--interval", str(cfg.interval_s), "--wait-ms", str(cfg.wait_ms), "--cpu-ms", str(cfg.cpu_ms),
+        "--executors", str(strategy.initial()), "--executor-cores", "1", "--executor-memory-mib", "512",
+        "--profile-name", "exec.small", "--max-executors", str(cfg.k_max), "--retries", "5",
+    ]  # fmt: skip
+    if strategy.dynamic:
+        cmd.append("--dynamic-allocation")
+    return cmd
+
+
+def fluid_prediction(
+    cfg: BenchConfig, series: list[dict[str, Any]], mu: float, t0: float
+) -> tuple[float, float]:
+    """(violations %, mean latency s) a fluid queue predicts for the recorded executor series: arrivals from
+    the trace schedule, capacity ``executors x mu``, latency = 1.5 batch intervals + backlog / capacity."""
+    if mu <= 0 or not series:
+        return 0.0, 0.0
+    sched = cfg.schedule()
+    q, lat_periods = 0.0, []
+    for row in series:
+        k = max(1, int(row["executors"]))
+        lats = []
+        for s in np.arange(row["start"], row["end"], 1.0):
+            lam = sched.rate_at(s - t0)
+            q = max(0.0, q + (lam - k * mu) * 1.0)
+            lats.append(1.5 * cfg.interval_s + q / (k * mu))
+        lat_periods.append(float(np.mean(lats)) if lats else 0.0)
+    viol = 100.0 * sum(x > cfg.r_max_s for x in lat_periods) / len(lat_periods)
+    return viol, float(np.mean(lat_periods))
+
+
+def run_strategy(cfg: BenchConfig, strategy: Strategy, log=print) -> RunResult:  # noqa: ANN001
+    """Run ``strategy`` once (see module docstring)."""
+    res = RunResult(strategy.name)
+    workdir = cfg.workdir / strategy.name
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
+    stub = IngestStub().start()
+    logf = open(workdir / "stage.log", "wb")  # noqa: SIM115 - closed below
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    proc = subprocess.Popen(
+        _stage_cmd(cfg, strategy, stub, workdir), stdout=logf, stderr=subprocess.STDOUT, env=env,
+        start_new_session=True,
+    )  # fmt: skip
+    sched = cfg.schedule()
+    try:
+        # the trace starts when the generator writes its first file (t0 in input/_t0)
+        t0_file = workdir / "input" / "_t0"
+        deadline = time.time() + 600
+        while not t0_file.exists():
+            if proc.poll() is not None or time.time() > deadline:
+                raise RuntimeError(f"the stage did not start (see {workdir / 'stage.log'})")
+            time.sleep(0.5)
+        t0 = float(t0_file.read_text())
+        k = strategy.initial()
+        start = time.time()
+        end_run = t0 + sched.duration_s
+        core_s, last_t, last_exec = 0.0, start, k
+        while time.time() < end_run:
+            p_start = time.time()
+            while time.time() < min(p_start + cfg.period_s, end_run):
+                time.sleep(1.0)
+                _, _, drv = stub.since(time.time())
+                now = time.time()
+                core_s += last_exec * (now - last_t)
+                last_t = now
+                if drv and isinstance(drv.get("executors"), int):
+                    last_exec = drv["executors"]
+            prog, lat, drv = stub.since(p_start)
+            executors = int(drv.get("executors", k)) if drv else k
+            stats = period_stats(prog, lat, executors, time.time() - p_start, cfg.interval_s)
+            row = {"start": p_start, "end": time.time(), **asdict(stats)}
+            res.series.append(row)
+            want = strategy.decide(stats)
+            log(
+                f"  {strategy.name}: rate {stats.input_rate:6.1f}/s, batch/interval {stats.batch_ratio:4.2f}, "
+                f"R {stats.latency_mean_s if stats.latency_mean_s is not None else float('nan'):5.1f} s, "
+                f"executors {executors} -> {want if want is not None else '-'}"
+            )
+            if want is not None and want != executors and not strategy.dynamic:
+                stub.set_desired(want, PROFILE)
+        # drain: the generator stopped at the end of the trace slice
+        deadline = time.time() + cfg.drain_s
+        while zone_totals(workdir)[1] < sched.total and time.time() < deadline:
+            time.sleep(2.0)
+        res.core_seconds = core_s
+    except Exception as exc:  # noqa: BLE001 - reported in the result
+        res.error = str(exc)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(90)
+            except subprocess.TimeoutExpired:
+                pass
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        logf.close()
+        stub.stop()
+    # results
+    totals, got = zone_totals(workdir)
+    expected = expected_zone_trips(range(sched.total), _seed())
+    res.expected, res.got = sched.total, got
+    res.lost = sum(max(0, v - totals.get(z, 0)) for z, v in expected.items())
+    res.duplicated = sum(max(0, v - expected.get(z, 0)) for z, v in totals.items())
+    periods = [r for r in res.series if r["latency_mean_s"] is not None]
+    res.periods = len(res.series)
+    if periods:
+        res.violations_pct = 100.0 * sum(r["latency_mean_s"] > cfg.r_max_s for r in periods) / len(res.series)
+        res.latency_mean_s = float(np.mean([r["latency_mean_s"] for r in periods]))
+    res.cost_usd = res.core_seconds / 3600.0 * PRICE_PER_CORE_HOUR
+    acks = [a for _, a in stub.acks]
+    res.reconfigurations = len(acks)
+    if acks:
+        res.apply_mean_s = float(np.mean([a.get("durationS", 0.0) for a in acks]))
+        res.apply_max_s = float(np.max([a.get("durationS", 0.0) for a in acks]))
+        res.downtime_max_s = float(np.max([a.get("downtimeS", 0.0) for a in acks]))
+    busy = [
+        (r["processed_rate"], r["busy_s_per_s"], r["executors"]) for r in res.series if r["busy_s_per_s"] > 0
+    ]
+    if busy:  # records per busy executor-second, fitted over the run
+        res.mu_per_executor = sum(p for p, _, _ in busy) / sum(b * k for _, b, k in busy)
+    if res.series:
+        t0 = float((workdir / "input" / "_t0").read_text()) if (workdir / "input" / "_t0").exists() else 0.0
+        res.pred_violations_pct, res.pred_latency_mean_s = fluid_prediction(
+            cfg, res.series, res.mu_per_executor, t0
+        )
+    return res
+
+
+def _seed() -> int:
+    return 0
+
+
+def static_sizes(cfg: BenchConfig) -> tuple[int, int]:
+    """(peak, mean) executors: the trace slice's peak / mean rate over one executor's nominal capacity
+    (1000 / wait_ms records/s), rounded up."""
+    sched = cfg.schedule()
+    rates = sched.per_step / sched.step_s
+    cap = 1000.0 / max(cfg.wait_ms + cfg.cpu_ms, 1e-3)
+    peak = min(cfg.k_max, max(1, math.ceil(float(rates.max()) / cap)))
+    mean = min(cfg.k_max, max(1, math.ceil(float(rates.mean()) / cap)))
+    return peak, mean

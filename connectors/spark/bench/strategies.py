@@ -1,0 +1,114 @@
+"""Per-period executor controllers of ``bench_spark``. Each sees the period's measurements and returns the
+executor count for the next period (None = leave it to Spark)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class PeriodStats:
+    """What one control period measured (rates in records/s, times in s)."""
+
+    input_rate: float
+    processed_rate: float
+    batch_ratio: float  # mean batch duration / trigger interval (Spark Streaming's allocator signal)
+    busy_s_per_s: float  # batch seconds per wall second (utilisation of the query)
+    latency_mean_s: float | None
+    latency_p95_s: float | None
+    executors: int
+
+
+class Strategy:
+    name = ""
+    dynamic = False  # Spark's own dynamic allocation decides
+
+    def initial(self) -> int:
+        return 1
+
+    def decide(self, stats: PeriodStats) -> int | None:
+        return None
+
+
+class Static(Strategy):
+    def __init__(self, name: str, executors: int) -> None:
+        self.name, self.executors = name, executors
+
+    def initial(self) -> int:
+        return self.executors
+
+
+class SparkDynamic(Strategy):
+    """Spark's dynamic allocation with shuffle tracking (decides by itself)."""
+
+    name = "spark-dynamic-allocation"
+    dynamic = True
+
+
+class StreamingRule(Strategy):
+    """Spark Streaming's allocator rule: ratio = batch processing time / batch interval; add one executor above
+    ``up``, remove one below ``down``."""
+
+    name = "spark-streaming-rule"
+
+    def __init__(self, k_max: int, up: float = 0.9, down: float = 0.3) -> None:
+        self.k_max, self.up, self.down = k_max, up, down
+
+    def decide(self, stats: PeriodStats) -> int | None:
+        k = stats.executors
+        if stats.batch_ratio > self.up:
+            return min(self.k_max, k + 1)
+        if stats.batch_ratio < self.down:
+            return max(1, k - 1)
+        return k
+
+
+class DS2(Strategy):
+    """DS2 (paper 002): true processing rate per executor = records processed / busy time / executors; target
+    = ceil(input rate / true rate per executor x (1 + headroom))."""
+
+    name = "ds2"
+
+    def __init__(self, k_max: int, headroom: float = 0.2) -> None:
+        self.k_max, self.headroom = k_max, headroom
+
+    def decide(self, stats: PeriodStats) -> int | None:
+        if stats.busy_s_per_s <= 0 or stats.executors <= 0:
+            return stats.executors
+        true_rate = stats.processed_rate / stats.busy_s_per_s / stats.executors
+        if true_rate <= 0:
+            return stats.executors
+        return int(min(self.k_max, max(1, math.ceil(stats.input_rate / true_rate * (1 + self.headroom)))))
+
+
+class OMPolicy(Strategy):
+    """One of the project's OM policies (``policies.registry``) on a single executor profile."""
+
+    def __init__(self, policy: str, k_max: int, r_max_s: float, service_s: float, max_rate: float) -> None:
+        from policies import registry
+        from policies.model import NodeType, OperatorSpec, QueueModel, RateLevels
+
+        self.name = policy
+        spec = OperatorSpec(
+            node_types=(NodeType("exec.small", 1.0, 0.005, 1, 512),),
+            k_max=k_max,
+            r_max_s=r_max_s,
+            model=QueueModel(service_s, service_s * service_s / 2.0),
+            rate_levels=RateLevels(30, max_rate),
+        )
+        self.policy: Any = registry.load("om", policy)(spec, None, 0)
+
+    def decide(self, stats: PeriodStats) -> int | None:
+        from policies.base import Observation
+
+        obs = Observation(
+            deployment=np.array([stats.executors]),
+            input_rate=stats.input_rate,
+            response_time_s=stats.latency_mean_s,
+            utilisation=min(stats.busy_s_per_s, 1.5),
+        )
+        return int(np.sum(self.policy.step(obs).deployment))
