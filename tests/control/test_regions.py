@@ -250,3 +250,18 @@ def test_a_stale_capacity_read_is_refused_and_the_tick_re_arbitrates():
     assert stale.reserve(topo, [Request(0, k, up)], grant) is False  # someone reserved meanwhile
     assert capacity.read(topo, [k]).slots.tolist() == [1, 0, 0]
     assert capacity.read(topo, [k], freeze=True).slots.tolist() == [1, 0, 0]
+
+
+def test_rm_agent_state_carries_over_between_steps():
+    from policies.base import decode_state
+
+    app = simulated_pipeline("learns", n_operators=1)
+    declare(app, "rm", "model-based", {"u_quantum": 0.5})
+    region = Region.objects.get(name="region-a")
+    Region.objects.filter(pk=region.pk).update(max_nodes=6)
+    for slot in (10, 11, 12):
+        region_step(region.pk, slot)
+    metas = [decode_state(bytes(RegionTick.objects.get(region=region, slot=s).agent_state))[0] for s in (10, 11, 12)]
+    assert [m["t"] for m in metas] == [0, 1, 2]  # learning steps: the first step has nothing to learn from
+    assert all(m["policy"] == "model-based" and m["params"]["u_quantum"] == 0.5 for m in metas)
+    assert not RegionTick.objects.get(region=region, slot=12).warnings
