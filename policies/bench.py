@@ -6,6 +6,7 @@
         [--k-max 10] [--output PATH]
     python -m policies.bench am ...          (policies.bench_hierarchy.main_am)
     python -m policies.bench multilevel ...  (policies.bench_hierarchy.main_multilevel)
+    python -m policies.bench centralized ... (policies.bench_hierarchy.main_centralized: paper 000 Table 1)
 
 Policy names may carry a node-type choice for the DS2 and HPA baselines (``hpa:fastest``, ``ds2:price-performance``).
 ``paper-tables`` regenerates the layout of Tables 2-5 of paper 001 (rows: policies; columns: infrastructures;
@@ -565,7 +566,7 @@ def _hierarchy(sub: str, argv: list[str]) -> int:
         import policies.bench_hierarchy as hierarchy
     except ImportError as exc:
         raise UsageError(f"{sub}: the hierarchy benchmarks are not available ({exc})") from None
-    func = getattr(hierarchy, "main_am" if sub == "am" else "main_multilevel", None)
+    func = getattr(hierarchy, "main_" + sub.replace("-", "_"), None)
     if func is None:
         raise UsageError(f"{sub}: policies.bench_hierarchy has no entry point for this benchmark yet")
     try:
@@ -574,7 +575,7 @@ def _hierarchy(sub: str, argv: list[str]) -> int:
         raise UsageError(f"{sub}: the benchmark is not available yet ({exc})") from None
 
 
-SUBCOMMANDS = ("paper-tables", "decision-latency", "am", "multilevel")
+SUBCOMMANDS = ("paper-tables", "decision-latency", "am", "multilevel", "centralized")
 
 
 def main(argv: list[str] | None = None) -> int:

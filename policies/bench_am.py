@@ -121,7 +121,11 @@ def main_am(argv: list[str] | None = None) -> int:
         "--reopt-every", type=int, default=5000, help="BO AM re-optimises every N periods (0: never)"
     )
     ap.add_argument("--replications", type=int, default=1, help="BO simulations per candidate (OM seeds)")
+    ap.add_argument(
+        "--validation", type=int, default=0, help="held-out OM seeds to validate the best candidates (0: off)"
+    )
     ap.add_argument("--margin", type=float, default=0.5, help="BO aims at margin * budgets in simulation")
+    ap.add_argument("--jobs", type=int, default=1, help="settings run in parallel processes")
     ap.add_argument("--quick", action="store_true", help="smoke run: A only, short traces, N_BO = 4")
     ap.add_argument("--no-write", action="store_true", help="do not write docs/benchmarks.md")
     args = ap.parse_args(argv)
@@ -136,103 +140,125 @@ def main_am(argv: list[str] | None = None) -> int:
         trace[args.offset : args.offset + args.obs_steps],
         trace[args.offset + args.obs_steps :],
     )
-    n_settings = len(args.apps.split(",")) * len(args.n_res.split(",")) * len(budgets)
+    settings = [
+        (app_name, n_res, eta_v, eta_r)
+        for app_name in args.apps.split(",")
+        for n_res in (int(v) for v in args.n_res.split(","))
+        for eta_v, eta_r in budgets
+    ]
+    n_settings = len(settings)
     rows: list[dict[str, Any]] = []
     bo_times: list[float] = []
     bo_cpu: list[float] = []
     start = time.perf_counter()
-    for app_name in args.apps.split(","):
-        for n_res in (int(v) for v in args.n_res.split(",")):
-            nt = infrastructure("A", n_res)
-            for eta_v, eta_r in budgets:
-                app = application(app_name)
-                obs = observe(app, observed, args.seed)
-                naive = NaiveAM(app, eta_v, eta_r)
-                r_naive = run_config(app, nt, om, naive.configuration, evaluated, eta_v, eta_r, args.seed)
-                bo = BayesianAM(
-                    app,
-                    nt,
-                    om_factory_from_registry(om),
-                    eta_v,
-                    eta_r,
-                    n_bo=args.n_bo,
-                    max_rounds=args.rounds,
-                    timeout_s=args.timeout,
-                    seed=args.seed,
-                    bucket_capacity=BUCKET,
-                    scale_in_reserve=RESERVE,
-                    margin=args.margin,
-                    replications=args.replications,
-                )
-                t0 = time.perf_counter()
-                cfg = bo.optimise(obs)
-                bo_s = time.perf_counter() - t0
-                bo_times.append(bo_s)
-                n_before = len(bo.history)
-                r_bo = run_config(
-                    app,
-                    nt,
-                    om,
-                    cfg,
-                    evaluated,
-                    eta_v,
-                    eta_r,
-                    args.seed,
-                    bo,
-                    args.reopt_every,
-                    args.obs_steps,
-                    observed,
-                )
-                bo_times += [h["seconds"] for h in bo.history[n_before:]]
-                bo_cpu += [h["cpu_seconds"] for h in bo.history[1:]]
-                setting = {"app": app_name, "n_res": n_res, "eta_v": eta_v, "eta_r": eta_r}
-                rows.append(setting | {"am": "naive", **r_naive, "bo_seconds": None, "evaluations": None})
-                rows.append(
-                    setting
-                    | {
-                        "am": "bo",
-                        **r_bo,
-                        "bo_seconds": bo_s,
-                        "evaluations": bo.evaluations,
-                        "optimisations": len(bo.history) - 1,
-                        "outcome": bo.history[-1]["outcome"],
-                        "config": cfg.as_dict(app.names),
-                    }
-                )
-                print(
-                    f"{app_name} N_res={n_res} eta_V={eta_v} eta_R={eta_r}: naive cost {r_naive['avg_resource_cost']:.2f} "
-                    f"viol {r_naive['violations_pct']:.2f}% rcf {r_naive['reconfigurations_pct']:.2f}% | BO cost "
-                    f"{r_bo['avg_resource_cost']:.2f} viol {r_bo['violations_pct']:.2f}% rcf "
-                    f"{r_bo['reconfigurations_pct']:.2f}% ({bo_s:.0f} s, {bo.evaluations} evaluations, "
-                    f"{bo.history[-1]['outcome']})",
-                    flush=True,
-                )
-                if app_name == "A" and n_res == 1 and (eta_v, eta_r) == budgets[0]:
-                    agent = CentralizedAM(app, nt, cfg.weights)
-                    res = simulate_application(
-                        app,
-                        evaluated,
-                        nt,
-                        centralized=agent,
-                        arbiter=Arbiter(eta_r, BUCKET, k_max=app.k_max, scale_in_reserve=RESERVE),
-                    )
-                    rows.append(
-                        setting | {"am": "centralized", **res.summary(eta_v, eta_r), "bo_seconds": None}
-                    )
-                    print(f"  centralized: {res.summary(eta_v, eta_r)}", flush=True)
-                if not args.no_write:  # after every setting, so a long run leaves its partial results
-                    done = sum(1 for r in rows if r["am"] == "bo")
-                    note = (
-                        "" if done == n_settings else f"\n\n(partial: {done} of {n_settings} settings so far)"
-                    )
-                    publish(
-                        render(rows, om, args, bo_times, time.perf_counter() - start, bo_cpu) + note, argv
-                    )
+    jobs = [(s, om, args, observed, evaluated, budgets[0]) for s in settings]
+    if args.jobs > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        pool = ProcessPoolExecutor(max_workers=args.jobs)
+        results = pool.map(run_setting, jobs)
+    else:
+        pool, results = None, map(run_setting, jobs)
+    for out_rows, times, cpu in results:
+        rows += out_rows
+        bo_times += times
+        bo_cpu += cpu
+        if not args.no_write:  # after every setting, so a long run leaves its partial results
+            done = sum(1 for r in rows if r["am"] == "bo")
+            note = "" if done == n_settings else f"\n\n(partial: {done} of {n_settings} settings so far)"
+            publish(render(rows, om, args, bo_times, time.perf_counter() - start, bo_cpu) + note, argv)
+    if pool is not None:
+        pool.shutdown()
     md = render(rows, om, args, bo_times, time.perf_counter() - start, bo_cpu)
     print(md)
     if not args.no_write:
         publish(md, argv)
     return 0
+
+
+def run_setting(job: tuple) -> tuple[list[dict[str, Any]], list[float], list[float]]:
+    """Naive and BO AM (and, for the first setting of A with N_res = 1, the centralized agent) on one setting;
+    returns the rows, the wall seconds and the CPU seconds of every BO optimisation run."""
+    (app_name, n_res, eta_v, eta_r), om, args, observed, evaluated, first_budget = job
+    nt = infrastructure("A", n_res)
+    rows: list[dict[str, Any]] = []
+    bo_times: list[float] = []
+    bo_cpu: list[float] = []
+    app = application(app_name)
+    obs = observe(app, observed, args.seed)
+    naive = NaiveAM(app, eta_v, eta_r)
+    r_naive = run_config(app, nt, om, naive.configuration, evaluated, eta_v, eta_r, args.seed)
+    bo = BayesianAM(
+        app,
+        nt,
+        om_factory_from_registry(om),
+        eta_v,
+        eta_r,
+        n_bo=args.n_bo,
+        max_rounds=args.rounds,
+        timeout_s=args.timeout,
+        seed=args.seed,
+        bucket_capacity=BUCKET,
+        scale_in_reserve=RESERVE,
+        margin=args.margin,
+        replications=args.replications,
+        validation_replications=args.validation,
+    )
+    t0 = time.perf_counter()
+    cfg = bo.optimise(obs)
+    bo_s = time.perf_counter() - t0
+    bo_times.append(bo_s)
+    n_before = len(bo.history)
+    r_bo = run_config(
+        app,
+        nt,
+        om,
+        cfg,
+        evaluated,
+        eta_v,
+        eta_r,
+        args.seed,
+        bo,
+        args.reopt_every,
+        args.obs_steps,
+        observed,
+    )
+    bo_times += [h["seconds"] for h in bo.history[n_before:]]
+    bo_cpu += [h["cpu_seconds"] for h in bo.history[1:]]
+    setting = {"app": app_name, "n_res": n_res, "eta_v": eta_v, "eta_r": eta_r}
+    rows.append(setting | {"am": "naive", **r_naive, "bo_seconds": None, "evaluations": None})
+    rows.append(
+        setting
+        | {
+            "am": "bo",
+            **r_bo,
+            "bo_seconds": bo_s,
+            "evaluations": bo.evaluations,
+            "optimisations": len(bo.history) - 1,
+            "outcome": bo.history[-1]["outcome"],
+            "config": cfg.as_dict(app.names),
+        }
+    )
+    print(
+        f"{app_name} N_res={n_res} eta_V={eta_v} eta_R={eta_r}: naive cost {r_naive['avg_resource_cost']:.2f} "
+        f"viol {r_naive['violations_pct']:.2f}% rcf {r_naive['reconfigurations_pct']:.2f}% | BO cost "
+        f"{r_bo['avg_resource_cost']:.2f} viol {r_bo['violations_pct']:.2f}% rcf "
+        f"{r_bo['reconfigurations_pct']:.2f}% ({bo_s:.0f} s, {bo.evaluations} evaluations, "
+        f"{bo.history[-1]['outcome']})",
+        flush=True,
+    )
+    if app_name == "A" and n_res == 1 and (eta_v, eta_r) == first_budget:
+        agent = CentralizedAM(app, nt, cfg.weights)
+        res = simulate_application(
+            app,
+            evaluated,
+            nt,
+            centralized=agent,
+            arbiter=Arbiter(eta_r, BUCKET, k_max=app.k_max, scale_in_reserve=RESERVE),
+        )
+        rows.append(setting | {"am": "centralized", **res.summary(eta_v, eta_r), "bo_seconds": None})
+        print(f"  centralized: {res.summary(eta_v, eta_r)}", flush=True)
+    return rows, bo_times, bo_cpu
 
 
 def publish(md: str, argv: list[str] | None) -> None:

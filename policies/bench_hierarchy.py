@@ -19,3 +19,10 @@ def main_multilevel(argv: list[str] | None = None) -> int:
     from policies.bench_multilevel import main as run
 
     return run(argv)
+
+
+def main_centralized(argv: list[str] | None = None) -> int:
+    """``python -m policies.bench centralized``: see :func:`policies.bench_centralized.main`."""
+    from policies.bench_centralized import main as run
+
+    return run(argv)

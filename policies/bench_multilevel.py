@@ -31,6 +31,7 @@ SWEEP_W_D = (0.1, 0.3, 0.5, 0.7, 0.9)
 OM_LEVELS = 10  # input-rate levels of the RL OMs (paper 004 does not publish its discretisation; tuned)
 BOUND_SCALE = 0.8  # per-operator bounds as a fraction of equal shares of R_max minus network (tuned)
 TARGET = {"avg_active_nodes": 9.76, "rmax_violations_pct": 0.17, "reconfigurations_pct": 1.10}
+TUNING_STEPS = 25_000  # OM_LEVELS and BOUND_SCALE were chosen on the first 25,000 minutes of this trace
 
 
 def configurations() -> list[tuple[str, str, float | None]]:
@@ -64,6 +65,7 @@ def run_one(args: tuple) -> dict[str, Any]:
         "w_d": w_d,
         "after_warmup": res.summary(skip),
         "whole_run": res.summary(0),
+        "held_out": res.summary(TUNING_STEPS) if steps > TUNING_STEPS + 1440 else None,
         "wall_seconds": res.wall_seconds,
         "steps": steps,
     }
@@ -121,6 +123,19 @@ def render(
             f"{m} {fmt(v, m)} (target <= {fmt(bound, m)}: {'met' if v <= bound + 1e-12 else 'NOT met'})"
         )
     whole = rlrl["whole_run"]
+    held = ""
+    if rlrl.get("held_out"):
+        hrows = []
+        for ics in ("static", "simple", "rl"):
+            for acs in ("threshold", "rl"):
+                r = by_key[(ics, acs, 0.7 if ics == "rl" else None)]
+                h = r["held_out"]
+                hrows.append(f"| {ics} | {acs} | " + " | ".join(fmt(h[m], m) for m in METRICS) + " |")
+        held = (
+            f"**Held-out part** (periods {TUNING_STEPS}..{steps}, never used to choose the RL OM settings; "
+            "Table 1 configurations):\n\n| ICS | ACS | R_max violations | reconfigurations | avg replicas | "
+            "avg active nodes |\n|---|---|---|---|---|---|\n" + "\n".join(hrows) + "\n\n"
+        )
     days = steps / 1440
     run_walls = ", ".join(
         f"{r['ics']}/{r['acs']}"
@@ -141,7 +156,41 @@ def render(
         f"**Target (RL ICS / RL ACS, w_d = 0.7)**: {'; '.join(checks)}. Whole run including learning: "
         f"{fmt(whole['rmax_violations_pct'], 'x_pct')} violations, {fmt(whole['reconfigurations_pct'], 'x_pct')} "
         f"reconfigurations, {whole['avg_replicas']:.2f} replicas, {whole['avg_active_nodes']:.2f} nodes.\n\n"
-        f"Wall time {wall:.0f} s for {len(results)} runs ({run_walls}).\n"
+        f"{held}"
+        f"Wall time {wall:.0f} s for {len(results)} runs ({run_walls}).\n\n" + differences(steps)
+    )
+
+
+def differences(steps: int) -> str:
+    """Where and why our numbers differ from paper 004's (kept with the code so a re-run keeps it)."""
+    length = (
+        "- *Run length*: the paper's 100,000 minutes.\n"
+        if steps >= 100_000
+        else f"- *Run length*: {steps:,} minutes instead of the paper's 100,000 (shortened run).\n"
+    )
+    return (
+        "**Where and why we differ from the paper**\n\n"
+        + length
+        + "- *RL ACS*: paper 004's model-based OM of its reference [8] (state = replicas x input-rate level, "
+        "weights 1/3 each, performance penalty as the unknown cost with monotonicity constraints) implemented "
+        "locally in `policies/sim/multilevel.py`. The paper publishes neither the rate discretisation nor the "
+        f"per-operator bounds; we use {OM_LEVELS} rate levels and bounds = {BOUND_SCALE:g} x equal shares of "
+        f"(R_max - network delays), chosen on the first {TUNING_STEPS:,} minutes of this same trace (30 levels and "
+        "full shares gave 1.2-1.3% reconfigurations and 0.15-0.24% violations). This is tuning on benchmark "
+        "data: the held-out table above reports the periods after the tuning window; the other settings are the "
+        "paper's.\n"
+        "- *Replicas*: ours are about 2 fewer than published. The paper does not say where the operators run, "
+        "whether the counter emits one tuple per input (we assume so) or whether the source is counted; the "
+        "Taxi trace scaled to 0..600 tuples/s may also differ from the paper's (unpublished) daily trace.\n"
+        "- *Simple ICS*: `N_idle` is not published; we keep 1 idle node per region. Our nodes are also fewer "
+        "than the paper's because our IM proposes consolidation after each reconfiguration (applied during that "
+        "same restart, so it adds no reconfiguration) and placement is best-fit; the paper's global policy does "
+        "no post-reconfiguration action.\n"
+        "- *Table 2, small w_d*: the paper's RL RM with w_d = 0.1 starves the application (3.1 nodes, 79% "
+        "violations); ours does not. In our simulator an unsatisfied scale-out keeps waiting, so the demand "
+        "penalty w_d is paid every period until a node arrives, while a node costs only w_r / K_max = 0.018 per "
+        "period: acquiring stays the better choice even at w_d = 0.1. The paper's simulator evidently drops or "
+        "defers unsatisfied requests differently; it does not describe how.\n"
     )
 
 
@@ -157,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--om-levels", type=int, default=OM_LEVELS, help="input-rate levels of the RL OMs")
     ap.add_argument("--bound-scale", type=float, default=BOUND_SCALE, help="scale of the per-operator bounds")
+    ap.add_argument("--save-json", default="", help="also save the raw results to this JSON file")
     ap.add_argument("--no-write", action="store_true", help="print only, do not touch docs/benchmarks.md")
     args = ap.parse_args(argv)
     if args.steps < 1:
@@ -173,6 +223,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         results = [run_one(j) for j in jobs]
     wall = time.perf_counter() - t0
+    if args.save_json:
+        import json
+
+        Path(args.save_json).write_text(json.dumps({"results": results, "wall": wall, "skip": skip}))
     md = render(results, args.steps, skip, wall, args.om_levels, args.bound_scale)
     print(md)
     if not args.no_write:

@@ -316,6 +316,46 @@ class ApplicationSpec(SpecModel):
                 errors.append(FieldError(loc, "duplicate path override"))
         return errors
 
+    def unmeetable_path_errors(self, max_speedup: float = 1.0, max_paths: int = 10_000) -> list[FieldError]:
+        """Paths whose R_max (ms) is below the sum of their operators' ``serviceTimeMs`` divided by
+        ``max_speedup`` (the fastest node type the application may use): such a bound can never be met.
+
+        Operators without ``serviceTimeMs`` count as 0 ms. Needs an acyclic graph (call after
+        :meth:`semantic_errors` found none); at most ``max_paths`` source-to-sink paths are checked.
+        """
+        if not max_speedup > 0:
+            raise ValueError(f"max_speedup: must be > 0, got {max_speedup}")
+        index = self.operator_index()
+        edges = [(a, b) for a, b in self.streams if a in index and b in index]
+        if find_cycle(list(index), edges):
+            return []
+        successors = _successors(list(index), edges)
+        overrides = {tuple(p.path): (i, p.r_max_ms) for i, p in enumerate(self.slo.paths)}
+        errors: list[FieldError] = []
+        stack = [[op.name] for op in self.operators if op.kind == "source"]
+        seen = 0
+        while stack and seen < max_paths:
+            path = stack.pop()
+            nxt = successors.get(path[-1], [])
+            if nxt:
+                stack.extend(path + [n] for n in nxt)
+                continue
+            if self.operators[index[path[-1]]].kind != "sink":
+                continue
+            seen += 1
+            floor = sum(self.operators[index[n]].service_time_ms or 0.0 for n in path) / max_speedup
+            i, r_max = overrides.get(tuple(path), (None, self.slo.r_max_ms))
+            if r_max < floor:
+                loc = "spec.slo.rMaxMs" if i is None else f"spec.slo.paths[{i}].rMaxMs"
+                errors.append(
+                    FieldError(
+                        loc,
+                        f"{r_max:g} ms is below the sum of the operators' minimum service times along path "
+                        f"{' -> '.join(path)} ({floor:g} ms at speedup {max_speedup:g}): it can never be met",
+                    )
+                )
+        return errors
+
     def _policy_errors(self) -> list[FieldError]:
         errors = []
         for level in POLICY_LEVELS:

@@ -14,8 +14,13 @@ the evaluations ("reduce N_BO if needed").
 A candidate is evaluated with :func:`~policies.sim.application.simulate_application` instantiated from what was
 observed: the recorded source-rate trace and, per operator, an M/G/1 model fitted from the observed mean and
 variance of the service time (:func:`fit_queue_model`), fresh OMs configured with the candidate and the AM's own
-token-bucket arbitration. If the optimisation raises or runs out of time, the AM keeps the last good
-configuration and records why in ``history``.
+token-bucket arbitration. Every evaluation with ``replications`` > 1 uses the same OM seeds (common random
+numbers), so candidates differ by their configuration, not by the luck of a learning OM. BO aims at
+``margin * eta`` (the simulated trace is a sample and the models are fitted). With ``validation_replications``
+> 0, the cheapest candidates that met the margined budgets (at most ``validate_top``) are re-run with held-out OM
+seeds and the first that meets the full budgets there is applied (the warm start is always among the fallbacks):
+this guards against picking a candidate whose training runs were merely lucky. If the optimisation raises or runs
+out of time, the AM keeps the last good configuration and records why in ``history``.
 """
 
 from __future__ import annotations
@@ -81,6 +86,21 @@ class BayesianAM:
     simulations per candidate, with different OM seeds, averaged."""
 
     name = "bo"
+    #: manifest parameters (``spec.policies.am.params``) and their defaults as used by the control loop
+    DEFAULTS: dict[str, Any] = {"n_bo": 8, "max_rounds": 1, "timeout_s": 60.0}
+
+    @classmethod
+    def validate_params(cls, params: dict[str, Any]) -> dict[str, Any]:
+        """Merge manifest ``params`` over :data:`DEFAULTS`; raise ValueError("params.<name>: reason")."""
+        from policies.rm.base import validate_against_defaults
+
+        out = validate_against_defaults(cls.name, cls.DEFAULTS, params)
+        for key in ("n_bo", "max_rounds"):
+            if out[key] < 1:
+                raise ValueError(f"params.{key}: BO iteration count must be >= 1, got {out[key]!r}")
+        if not out["timeout_s"] > 0:
+            raise ValueError(f"params.timeout_s: must be > 0 seconds, got {out['timeout_s']!r}")
+        return out
 
     def __init__(
         self,
@@ -101,6 +121,8 @@ class BayesianAM:
         scale_in_reserve: float = 0.0,
         node_capacity: list[int] | None = None,
         replications: int = 1,
+        validation_replications: int = 0,
+        validate_top: int = 5,
     ) -> None:
         self.app = app
         self.node_types = tuple(node_types)
@@ -127,6 +149,14 @@ class BayesianAM:
         if isinstance(replications, bool) or not isinstance(replications, int) or replications < 1:
             raise ValueError(f"replications: must be an integer >= 1, got {replications!r}")
         self.replications = replications
+        for name, val, low in (
+            ("validation_replications", validation_replications, 0),
+            ("validate_top", validate_top, 1),
+        ):
+            if isinstance(val, bool) or not isinstance(val, int) or val < low:
+                raise ValueError(f"{name}: must be an integer >= {low}, got {val!r}")
+        self.validation_replications, self.validate_top = validation_replications, validate_top
+        self._candidates: list[tuple[float, AMConfiguration]] = []
         self.new_arbiter()  # validates the arbitration parameters
         self.configuration = AMConfiguration(naive_bounds(app), EQUAL_WEIGHTS)
         self.history: list[dict[str, Any]] = [{"event": "initial", "how": "naive Alg. 5, equal weights"}]
@@ -144,16 +174,23 @@ class BayesianAM:
         )
 
     # ---- one candidate ------------------------------------------------------------------------------------
-    def evaluate(self, config: AMConfiguration, obs: Observations) -> dict[str, Any]:
+    def evaluate(
+        self,
+        config: AMConfiguration,
+        obs: Observations,
+        seed_offset: int = 0,
+        replications: int | None = None,
+    ) -> dict[str, Any]:
         """Simulate ``config`` on the observed trace with the fitted models; the run's summary, averaged over
-        ``replications`` runs with different OM seeds (a learning OM's outcome varies a lot from seed to seed)."""
+        ``replications`` runs with different OM seeds (a learning OM's outcome varies a lot from seed to seed).
+        ``seed_offset`` > 0 selects held-out seeds (validation)."""
         runs = []
-        for rep in range(self.replications):
+        for rep in range(self.replications if replications is None else replications):
             oms = []
             for u in range(self.app.n):
                 spec = self.app.operator_spec(u, self.node_types, float(config.bounds_s[u]), config.weights)
                 spec.model = obs.models[u]
-                oms.append(self.om_factory(spec, self.seed + 1000 * rep + u))
+                oms.append(self.om_factory(spec, self.seed + seed_offset + 1000 * rep + u))
             res = simulate_application(
                 self.app,
                 obs.rates,
@@ -178,10 +215,15 @@ class BayesianAM:
             out[key] = float(np.mean([r[key] for r in runs]))
         return out
 
-    def _objective(self, summary: dict[str, Any]) -> tuple[float, list[float], dict[str, Any]]:
+    def _objective(
+        self, summary: dict[str, Any], margin: float | None = None
+    ) -> tuple[float, list[float], dict[str, Any]]:
+        """(cost $/h, constraints <= 0 when violations <= margin * eta_V and reconfigurations <= margin * eta_R,
+        info); ``margin`` defaults to the AM's."""
+        m = self.margin if margin is None else margin
         cons = [
-            summary["violations_pct"] / 100.0 - self.eta_v,
-            summary["reconfigurations_pct"] / 100.0 - self.eta_r,
+            summary["violations_pct"] / 100.0 - m * self.eta_v,
+            summary["reconfigurations_pct"] / 100.0 - m * self.eta_r,
         ]
         info = {k: summary[k] for k in ("avg_resource_cost", "violations_pct", "reconfigurations_pct")}
         return summary["avg_resource_cost"], cons, info
@@ -199,9 +241,11 @@ class BayesianAM:
             "before": last_good.as_dict(self.app.names),
             "phases": [],
         }
+        self._candidates = []
         try:
             current = AMConfiguration(last_good.bounds_s.copy(), last_good.weights)
             cur_val, cur_cons, cur_info = self._objective(self.evaluate(current, obs))
+            self._remember(current, cur_val, cur_cons)
             record["start"] = cur_info | {"feasible": _viol(cur_cons) <= 0}
             n = self.n_bo
             for rnd in range(self.max_rounds):
@@ -230,6 +274,8 @@ class BayesianAM:
                 n = max(3, n // 2)
                 if not improved:
                     break
+            if self.validation_replications > 0:
+                current, record["validation"] = self._validate(current, last_good, obs, deadline)
             self.configuration = current
             record.update(outcome="applied", feasible=_viol(cur_cons) <= 0, value=cur_val)
         except Exception as exc:  # noqa: BLE001 -- any failure must leave the AM with a working configuration
@@ -259,7 +305,10 @@ class BayesianAM:
             x0 = np.array([w.perf, w.res, w.rcf])
 
         def objective(x: np.ndarray) -> tuple[float, list[float], dict[str, Any]]:
-            return self._objective(self.evaluate(self._apply(phase, current, x), obs))
+            config = self._apply(phase, current, x)
+            value, cons, info = self._objective(self.evaluate(config, obs))
+            self._remember(config, value, cons)
+            return value, cons, info
 
         return minimize_constrained(
             objective,
@@ -270,6 +319,38 @@ class BayesianAM:
             seed=self.seed + 17 * rnd + (phase == "weights"),
             timeout_s=timeout,
         )
+
+    def _remember(self, config: AMConfiguration, value: float, cons: list[float]) -> None:
+        if _viol(cons) <= 0:
+            self._candidates.append((value, config))
+
+    def _validate(
+        self, chosen: AMConfiguration, last_good: AMConfiguration, obs: Observations, deadline: float
+    ) -> tuple[AMConfiguration, list[dict[str, Any]]]:
+        """Re-run the cheapest candidates that met the margined budgets (the chosen one first, the warm start
+        last) with held-out OM seeds; return the first that meets the full budgets there, else the one closest
+        to meeting them, and what was checked."""
+        ordered: list[AMConfiguration] = []
+        for config in [chosen] + [c for _, c in sorted(self._candidates, key=lambda vc: vc[0])]:
+            if len(ordered) < self.validate_top and config.as_dict() not in [o.as_dict() for o in ordered]:
+                ordered.append(config)
+        if last_good.as_dict() not in [o.as_dict() for o in ordered]:
+            ordered.append(last_good)
+        checked: list[dict[str, Any]] = []
+        best: tuple[float, float, AMConfiguration] | None = None
+        for config in ordered:
+            if checked and time.perf_counter() > deadline:
+                break
+            summary = self.evaluate(config, obs, seed_offset=7919, replications=self.validation_replications)
+            value, cons, info = self._objective(summary, margin=1.0)
+            checked.append(
+                info | {"meets_budgets": _viol(cons) <= 0, "config": config.as_dict(self.app.names)}
+            )
+            if _viol(cons) <= 0:
+                return config, checked
+            if best is None or (_viol(cons), value) < best[:2]:
+                best = (_viol(cons), value, config)
+        return (best[2] if best else chosen), checked
 
     def _apply(self, phase: str, current: AMConfiguration, x: np.ndarray) -> AMConfiguration:
         if phase == "bounds":

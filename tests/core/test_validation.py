@@ -343,3 +343,50 @@ def test_region_provider_round_trips(stored, alice):
     manifests.apply_documents([doc], alice)
     exported = manifests.export("Region", "r1", alice)[0]
     assert exported["spec"]["provider"] == doc["spec"]["provider"]
+
+
+# ---- issue #4 bad-input rules of the control hierarchy ----------------------------------------------------------
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"n_bo": 0}, "n_bo"),
+        ({"n_bo": -3}, "n_bo"),
+        ({"max_rounds": 0}, "max_rounds"),
+        ({"timeout_s": 0}, "timeout_s"),
+    ],
+)
+def test_bo_iteration_counts_below_one_are_rejected(params, field):
+    doc = app(policies={"om": "ql-pds-plus", "am": {"name": "bo", "params": params}})
+    errors = errors_of(doc)
+    assert list(errors) == [f"spec.policies.am.params.{field}"], errors
+
+
+def test_bo_with_valid_params_passes():
+    doc = app(policies={"om": "ql-pds-plus", "am": {"name": "bo", "params": {"n_bo": 1, "timeout_s": 30}}})
+    assert validate_document(doc, None).spec.policies.am.name == "bo"
+
+
+def _timed(r_max_ms: float, paths: list | None = None) -> dict:
+    ops = copy.deepcopy(WORDCOUNT["spec"]["operators"])
+    ops[1]["serviceTimeMs"] = 25.0
+    ops[2]["serviceTimeMs"] = 20.0
+    return app(operators=ops, slo={"rMaxMs": r_max_ms, "paths": paths or []})
+
+
+def test_r_max_below_the_sum_of_service_times_is_never_meetable():
+    spec = validate_document(_timed(40.0), None).spec  # semantically valid: speedups are in the catalogs
+    errors = spec.unmeetable_path_errors(max_speedup=1.0)
+    assert [e.loc for e in errors] == ["spec.slo.rMaxMs"]
+    assert "sentences -> splitter -> counter -> top (45 ms" in errors[0].msg
+    assert "can never be met" in errors[0].msg
+    assert spec.unmeetable_path_errors(max_speedup=1.5) == []  # 30 ms on the fastest node type: meetable
+    assert validate_document(_timed(45.0), None).spec.unmeetable_path_errors() == []  # exactly the floor
+
+
+def test_unmeetable_path_override_names_the_override():
+    path = {"path": ["sentences", "splitter", "counter", "top"], "rMaxMs": 44.0}
+    spec = validate_document(_timed(100.0, [path]), None).spec
+    errors = spec.unmeetable_path_errors()
+    assert [e.loc for e in errors] == ["spec.slo.paths[0].rMaxMs"]
+    with pytest.raises(ValueError, match="max_speedup"):
+        spec.unmeetable_path_errors(max_speedup=0)

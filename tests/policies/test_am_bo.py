@@ -170,3 +170,56 @@ def test_replications_average_runs_with_different_om_seeds() -> None:
     # the lookahead OM is deterministic: the average of identical runs equals one run
     assert b["avg_resource_cost"] == pytest.approx(a["avg_resource_cost"])
     assert triple.evaluations == 1
+
+
+def test_bo_aims_at_margin_times_the_budgets() -> None:
+    app = application("A")
+    am = BayesianAM(app, NT, factory, eta_v=0.05, eta_r=0.10, margin=0.5)
+    summary = {"avg_resource_cost": 10.0, "violations_pct": 4.0, "reconfigurations_pct": 4.0}
+    _, cons, _ = am._objective(summary)
+    assert cons[0] == pytest.approx(0.04 - 0.025) and cons[0] > 0  # 4% > 0.5 x 5%: infeasible for BO
+    assert cons[1] == pytest.approx(0.04 - 0.05) and cons[1] < 0
+    _, full, _ = am._objective(summary, margin=1.0)
+    assert full[0] < 0  # but within the real budget
+
+
+class _SeedSensitive(OneStepLookahead):
+    """Meets the bound only with the OM seeds BO trains on: validation must reject its configurations."""
+
+    def _decide(self, k, rate, obs, explain):  # noqa: ANN001, ANN202
+        if self.seed >= 7919:  # held-out seeds: never scales out
+            return 0, {}
+        return super()._decide(k, rate, obs, explain)
+
+
+def test_validation_on_held_out_seeds_records_what_it_checked() -> None:
+    app = application("A")
+    obs = observations(app, 200)
+    lucky = BayesianAM(
+        app, NT, lambda spec, seed: _SeedSensitive(spec, {}, seed), n_bo=4, max_rounds=1, seed=0,
+        validation_replications=2, validate_top=3,
+    )  # fmt: skip
+    lucky.optimise(obs)
+    checked = lucky.history[-1]["validation"]
+    # every candidate failed on held-out seeds (the OM never scales there): all were checked, warm start last
+    assert 2 <= len(checked) <= 4
+    assert not any(c["meets_budgets"] for c in checked)
+    assert checked[-1]["config"] == lucky.history[-1]["before"]
+    honest = BayesianAM(app, NT, factory, n_bo=4, max_rounds=1, seed=0, validation_replications=2)
+    cfg = honest.optimise(obs)
+    checked = honest.history[-1]["validation"]
+    assert checked[0]["meets_budgets"] and len(checked) == 1  # the chosen one holds up on held-out seeds
+    assert checked[0]["config"] == cfg.as_dict(app.names)
+    with pytest.raises(ValueError, match="validation_replications"):
+        BayesianAM(app, NT, factory, validation_replications=-1)
+
+
+def test_bo_manifest_params_are_validated() -> None:
+    assert BayesianAM.validate_params({"n_bo": 3}) == {"n_bo": 3, "max_rounds": 1, "timeout_s": 60.0}
+    for params, field in (
+        ({"n_bo": 0}, "n_bo"),
+        ({"max_rounds": 0}, "max_rounds"),
+        ({"timeout_s": -1}, "timeout_s"),
+    ):
+        with pytest.raises(ValueError, match=f"params.{field}"):
+            BayesianAM.validate_params(params)
