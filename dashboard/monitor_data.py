@@ -18,6 +18,8 @@ from dashboard import monitor_rollup, series
 RANGES_S: dict[str, float | None] = {"hour": 3600.0, "day": 86400.0, "week": 7 * 86400.0, "all": None}
 MAX_POINTS = 2000
 MAX_EVENTS = 1000
+#: periods rolled up by one page request at most (a long history is rolled up over a few requests; ~5 ms each)
+CATCH_UP_PER_REQUEST = 20_000
 #: sliding window of the budget burn-down (periods), as the control plane's aggregates
 WINDOW_PERIODS = 60
 
@@ -83,7 +85,7 @@ def dashboard_data(
 ) -> dict[str, Any]:
     """Everything the dashboard's charts draw (see the module doc); ``refresh`` rolls up new ticks first."""
     if refresh:
-        monitor_rollup.catch_up(app)
+        monitor_rollup.catch_up(app, CATCH_UP_PER_REQUEST)
     start, end, last = resolve_range(app, range_name, start, end)
     frame = monitor_rollup.load(app, start, end)
     n = len(frame)

@@ -18,7 +18,7 @@ Beside the columns, each chunk keeps its scaling events (every proposal granted 
 so the dashboard's markers need no query over the decision log.
 
 :func:`catch_up` is idempotent and cheap when nothing is new (one indexed query); the pages call it before
-reading, so the rollup is never more than one page load behind the ledger.
+reading (a bounded number of periods per request), so the rollup follows the ledger page load by page load.
 """
 
 from __future__ import annotations
