@@ -18,7 +18,8 @@ unset = the shortest OM period of the running applications placed in the region.
 Nodes. The provider is ``Region.provider`` (``connectors.providers.build_provider``; ``bookkeeping`` regions use
 ``autoscaler.control.nodes.LedgerProvider`` over the durable rows). At a region's first step with a bookkeeping
 provider the nodes the running deployments need are adopted as ready; with a real provider every step reconciles:
-nodes the provider runs that are not recorded are adopted, recorded nodes it no longer runs become ``lost``.
+nodes the provider runs that are not recorded are adopted, recorded nodes it no longer runs become ``lost`` (a
+booting node only one RM period after its ready time: new nodes may register with their cluster late).
 An acquired node is ``booting`` until ``acquired + Region.provisioningDelayS``, then ``ready``; only ready nodes
 host replicas and count as capacity. A release stops only idle nodes: a ready node is busy when the replicas the
 region's applications run (one per core) need it (the first nodes of a type, oldest first, are filled first) or
@@ -185,7 +186,7 @@ def _step(region, control, row, slot, period_s, now_s, provider) -> dict[str, An
     # ---- the provider and the durable node record ------------------------------------------------------
     try:
         provider = provider or region_provider(region, rows, slot)
-    except ProviderUnavailable as exc:
+    except (ProviderUnavailable, ValueError) as exc:  # unknown kind, or the provider rejects its settings
         return _no_action(row, control, rm_name, f"provider unavailable: {exc}", warnings)
     first_step = not RegionNode.objects.filter(region=region).exists()
     if isinstance(provider, LedgerProvider):
@@ -197,7 +198,7 @@ def _step(region, control, row, slot, period_s, now_s, provider) -> dict[str, An
             seen = {n.node_id: n for n in provider.nodes()}
         except ProviderError as exc:
             return _no_action(row, control, rm_name, f"provider failed to list nodes: {exc}", warnings)
-        rows, changes = _reconcile(region, rows, seen, slot, now_s, provider.kind)
+        rows, changes = _reconcile(region, rows, seen, slot, now_s, provider.kind, grace_s=period_s)
         executed += changes
     became_ready = [r for r in rows if r.state == RegionNode.State.BOOTING and r.ready_at_s <= now_s]
     for r in became_ready:
@@ -347,11 +348,13 @@ def _adopt_needed(region, provider, names, needed, slot, now_s, specs) -> list[R
     return RegionNode.objects.bulk_create(rows)
 
 
-def _reconcile(region, rows, seen, slot, now_s, kind) -> tuple[list[RegionNode], list[dict[str, Any]]]:
+def _reconcile(region, rows, seen, slot, now_s, kind, grace_s) -> tuple[list[RegionNode], list[dict[str, Any]]]:
+    """Adopt what the provider runs unrecorded; a recorded node the provider does not report is lost, except a
+    booting node until one period after its ready time (a new node may register with its cluster late)."""
     changes = []
     kept = []
     for r in rows:
-        if r.node_id in seen:
+        if r.node_id in seen or (r.state == RegionNode.State.BOOTING and now_s < r.ready_at_s + grace_s):
             kept.append(r)
             continue
         r.state, r.released_slot, r.released_at_s = RegionNode.State.LOST, slot, now_s

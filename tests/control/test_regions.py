@@ -265,3 +265,47 @@ def test_rm_agent_state_carries_over_between_steps():
     assert [m["t"] for m in metas] == [0, 1, 2]  # learning steps: the first step has nothing to learn from
     assert all(m["policy"] == "model-based" and m["params"]["u_quantum"] == 0.5 for m in metas)
     assert not RegionTick.objects.get(region=region, slot=12).warnings
+
+
+class LateProvider(ScriptedProvider):
+    """Started nodes show up in ``nodes()`` only after ``visible_after`` more listings (cluster registration)."""
+
+    def __init__(self) -> None:
+        super().__init__({})
+        self.hidden: dict[str, int] = {}
+
+    def acquire(self, spec: NodeSpec, count: int) -> list[Node]:
+        started = super().acquire(spec, count)
+        self.hidden.update({n.node_id: 2 for n in started})
+        return started
+
+    def nodes(self) -> list[Node]:
+        out = [n for i, n in self.state.items() if self.hidden.get(i, 0) <= 0]
+        self.hidden = {i: c - 1 for i, c in self.hidden.items()}
+        return out
+
+
+def test_a_booting_node_that_registers_late_is_not_lost_and_bad_provider_settings_are_recorded():
+    ensure_region()
+    catalog = NodeTypeCatalog.objects.get(name="infra-a")
+    region = Region.objects.create(
+        name="late", catalog=catalog, max_nodes=10, max_new_nodes_per_period=5, provisioning_delay_s=60.0
+    )
+    provider = LateProvider()
+    region_step(region.pk, 10, provider=provider)  # acquires 1 (n_idle=1), booting until 660 s
+    node = RegionNode.objects.get(region=region)
+    assert node.state == "booting"
+    region_step(region.pk, 11, provider=provider)  # not listed yet, but within its grace: kept
+    node.refresh_from_db()
+    assert node.state in ("booting", "ready") and provider.calls.count(("acquire", "A2", 1)) == 1
+    region_step(region.pk, 12, provider=provider)
+    node.refresh_from_db()
+    assert node.state == "ready"
+    broken = Region.objects.create(
+        name="broken", catalog=catalog, max_nodes=10, max_new_nodes_per_period=5,
+        provider={"kind": "spark-standalone", "settings": {}},
+    )
+    out = region_step(broken.pk, 10)
+    assert out["decisions"] == [] and "provider unavailable" in out["error"]
+    assert "masterUrl" in RegionControl.objects.get(region=broken).last_error
+    assert not RegionNode.objects.filter(region=broken).exists()
