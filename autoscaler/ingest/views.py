@@ -11,6 +11,8 @@ Unknown (or someone else's) application or operator -> 404; malformed body -> 40
 
 from __future__ import annotations
 
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.exceptions import NotFound
 from rest_framework.permissions import IsAuthenticated
@@ -20,6 +22,7 @@ from rest_framework.views import APIView
 
 from autoscaler import manifests
 from autoscaler.api.errors import errors_response
+from autoscaler.api.views import ERRORS
 from autoscaler.ingest import store
 from autoscaler.ingest.serializers import AppliedPayload, ProgressPayload, parse
 from autoscaler.schemas import FieldError
@@ -40,6 +43,7 @@ class IngestView(APIView):
 
 
 class ProgressView(IngestView):
+    @extend_schema(request=ProgressPayload, responses={201: OpenApiTypes.OBJECT, 400: ERRORS, 404: ERRORS})
     def post(self, request: Request, application: str, operator: str) -> Response:
         op = operator_of(request, application, operator)
         payload, errors = parse(ProgressPayload, request.data)
@@ -50,11 +54,13 @@ class ProgressView(IngestView):
 
 
 class DesiredView(IngestView):
+    @extend_schema(responses={200: OpenApiTypes.OBJECT, 404: ERRORS})
     def get(self, request: Request, application: str, operator: str) -> Response:
         return Response(store.desired_of(operator_of(request, application, operator)))
 
 
 class AppliedView(IngestView):
+    @extend_schema(request=AppliedPayload, responses={201: OpenApiTypes.OBJECT, 400: ERRORS, 404: ERRORS})
     def post(self, request: Request, application: str, operator: str) -> Response:
         op = operator_of(request, application, operator)
         payload, errors = parse(AppliedPayload, request.data)
