@@ -97,6 +97,14 @@
     return out;
   }
 
+  // plotly reports date-axis ranges as "YYYY-MM-DD HH:MM:SS.sss" in UTC (or as numbers / ISO strings)
+  function toMs(v) {
+    if (typeof v === "number") { return v; }
+    var s = String(v).replace(" ", "T");
+    if (!/(Z|[+-]\d\d:?\d\d)$/.test(s)) { s += "Z"; }
+    return Date.parse(s);
+  }
+
   function fmtTime(ms) { return new Date(ms).toISOString().replace("T", " ").slice(0, 19); }
 
   function fillEvents(events) {
@@ -160,7 +168,7 @@
       var keys = Object.keys(ev).filter(function (k) { return /^xaxis\d*\.range\[0\]$/.test(k); });
       if (!keys.length) { return; }
       var a = ev[keys[0]], b = ev[keys[0].replace("[0]", "[1]")];
-      zoom = [new Date(a.replace(" ", "T") + "Z").getTime(), new Date(b.replace(" ", "T") + "Z").getTime()];
+      zoom = [toMs(a), toMs(b)];
       load();
     });
   }

@@ -60,6 +60,15 @@ def test_decisions_appear_on_the_dashboard_and_open(logged_in_page):
     pg.get_by_label("Last hour").check()
     pg.wait_for_function("location.search === '?range=hour'")
     pg.wait_for_function("Number(document.getElementById('charts').dataset.rows) === 40")
+    # zooming in (as a drag on any chart does) fetches finer data of that window only; double-click resets
+    pg.evaluate(
+        """() => { const el = document.getElementById('charts'); const x = el.data[0].x;
+           const f = (ms) => new Date(ms).toISOString().replace('T', ' ').slice(0, 19);
+           return Plotly.relayout(el, {'xaxis2.range[0]': f(x[10]), 'xaxis2.range[1]': f(x[19])}); }"""
+    )
+    pg.wait_for_function("Number(document.getElementById('charts').dataset.rows) === 10")
+    pg.evaluate("() => Plotly.relayout(document.getElementById('charts'), {'xaxis.autorange': true})")
+    pg.wait_for_function("Number(document.getElementById('charts').dataset.rows) === 40")
     # open the newest scaling event: its decision page
     link = pg.locator("#events tbody tr a").first
     href = link.get_attribute("href")
