@@ -167,15 +167,19 @@ def run_one(cluster: FlinkCluster, cfg: BenchConfig, name: str, initial: dict[st
             st = metrics.operators[op].service_time_mean_s
             if st:
                 result.service_times[op].append(st)
-        log(f"  {name} period {slot}: k={k} e2e={e2e:.2f}s rates="
+        log(
+            f"  {name} period {slot}: k={k} e2e={e2e:.2f}s rates="
             f"{ {op: round(metrics.operators[op].input_rate, 1) for op in CONTROLLED} } "
-            f"util={ {op: round(metrics.operators[op].utilisation or 0, 2) for op in CONTROLLED} }")
+            f"util={ {op: round(metrics.operators[op].utilisation or 0, 2) for op in CONTROLLED} }"
+        )
         if not policies:
             continue
         targets: dict[str, int] = {}
         for op, policy in policies.items():
             m = metrics.operators[op]
-            obs = Observation(np.array([k[op]]), float(m.input_rate), e2e / 2.0, violated, m.utilisation, True)
+            obs = Observation(
+                np.array([k[op]]), float(m.input_rate), e2e / 2.0, violated, m.utilisation, True
+            )
             new = int(policy.step(obs).deployment.sum())
             if new != k[op]:
                 targets[op] = new
@@ -190,7 +194,10 @@ def run_one(cluster: FlinkCluster, cfg: BenchConfig, name: str, initial: dict[st
         if time.monotonic() - started > cfg.duration_s + 180:
             break
     deadline = time.monotonic() + 120
-    while conn.job.rest.job(job_id)["state"] not in ("FINISHED", "FAILED", "CANCELED") and time.monotonic() < deadline:
+    while (
+        conn.job.rest.job(job_id)["state"] not in ("FINISHED", "FAILED", "CANCELED")
+        and time.monotonic() < deadline
+    ):
         time.sleep(1)
     expected = expected_counts(cfg.schedule(), int(cfg.duration_s * 50.0))
     path = counts_dir / "counts-0.json"

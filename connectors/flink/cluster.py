@@ -165,7 +165,9 @@ class FlinkCluster:
             timeout=timeout_s,
         )
         if out.returncode != 0:
-            raise FlinkClusterError(f"{script} {action} failed ({out.returncode}): {out.stderr or out.stdout}")
+            raise FlinkClusterError(
+                f"{script} {action} failed ({out.returncode}): {out.stderr or out.stdout}"
+            )
 
     # ---- JobManager ----------------------------------------------------------------------------------------
     def start(self, checkpoint_interval_s: int = 5) -> FlinkCluster:
@@ -203,7 +205,9 @@ class FlinkCluster:
             except (FlinkRestError, KeyError) as exc:
                 last = exc
             time.sleep(0.5)
-        raise FlinkClusterError(f"{what} not ready after {timeout_s:.0f} s ({last}); logs in {proc_dir / 'log'}")
+        raise FlinkClusterError(
+            f"{what} not ready after {timeout_s:.0f} s ({last}); logs in {proc_dir / 'log'}"
+        )
 
     # ---- TaskManagers --------------------------------------------------------------------------------------
     def start_taskmanager(self, node_id: str, profile: TaskManagerProfile, wait: bool = True) -> str:
@@ -266,7 +270,9 @@ class FlinkCluster:
         for line in out.stdout.splitlines():
             if "JobID" in line:
                 return line.split("JobID")[-1].strip()
-        raise FlinkClusterError(f"flink run {script} failed ({out.returncode}): {out.stdout[-2000:]}{out.stderr[-3000:]}")
+        raise FlinkClusterError(
+            f"flink run {script} failed ({out.returncode}): {out.stdout[-2000:]}{out.stderr[-3000:]}"
+        )
 
     def cancel_all(self) -> None:
         """Cancel every running job."""

@@ -33,7 +33,9 @@ class FlinkConnector(Connector):
 
 
 def _job(settings: dict, operators: list[str]) -> FlinkJob:
-    rest = FlinkRest(settings.get("restUrl", "http://127.0.0.1:8081"), float(settings.get("restTimeoutS", 5.0)))
+    rest = FlinkRest(
+        settings.get("restUrl", "http://127.0.0.1:8081"), float(settings.get("restTimeoutS", 5.0))
+    )
     names = {op: (settings.get("vertices") or {}).get(op, op) for op in operators}
     return FlinkJob(rest, settings.get("jobName"), settings.get("jobId"), names)
 
@@ -91,4 +93,11 @@ def check_settings(settings: dict, operators: list[str]) -> dict[str, Vertex]:
     return resolve(job.vertex_names, vertices_of(job.rest.job(job_id)))
 
 
-__all__ = ["BindingError", "FlinkConnector", "build", "build_flink_connector", "check_binding", "check_settings"]
+__all__ = [
+    "BindingError",
+    "FlinkConnector",
+    "build",
+    "build_flink_connector",
+    "check_binding",
+    "check_settings",
+]

@@ -23,7 +23,8 @@ from the start of a task, so during its first minute they underestimate. A verte
 ``SETTLE_S`` is incomplete ("metrics not settled"); up to ``METER_SPAN_S`` its rates are scaled by
 ``METER_SPAN_S / running time`` (noted in ``reason``).
 
-Incomplete: job not RUNNING, a vertex not RUNNING (restarting) or not settled, or a metric missing/NaN ->
+Incomplete: job not RUNNING, a vertex not RUNNING (restarting) or not settled, a metric missing/NaN, or a busy
+vertex whose rate is still 0 (meters not updated yet, e.g. while Python workers start) ->
 ``complete=False`` with the reason, never zeros.
 """
 
@@ -55,7 +56,9 @@ def spread(deployment: Deployment, parallelism: int) -> Deployment:
 class FlinkJob:
     """The running job of a connector: finds it by id or by name, resolves operators to vertices."""
 
-    def __init__(self, rest: FlinkRest, job_name: str | None, job_id: str | None, vertex_names: dict[str, str]):
+    def __init__(
+        self, rest: FlinkRest, job_name: str | None, job_id: str | None, vertex_names: dict[str, str]
+    ):
         self.rest = rest
         self.job_name = job_name
         self.job_id = job_id
@@ -108,11 +111,15 @@ class FlinkMonitor(Monitor):
             return PeriodMetrics(period, {}, complete=False, reason=f"job {job_id} is {job.get('state')}")
         status = {v["id"]: v.get("status") for v in job.get("vertices", [])}
         now_ms = float(job.get("now") or time.time() * 1000)
-        running_s = {v["id"]: (now_ms - float(v.get("start-time") or now_ms)) / 1000.0 for v in job["vertices"]}
+        running_s = {
+            v["id"]: (now_ms - float(v.get("start-time") or now_ms)) / 1000.0 for v in job["vertices"]
+        }
         ops: dict[str, OperatorMetrics] = {}
         latency: dict[str, tuple[float, float]] = {}
         for op, vertex in bound.items():
-            ops[op] = self._operator(job_id, op, vertex, status.get(vertex.id, ""), running_s.get(vertex.id, 0.0))
+            ops[op] = self._operator(
+                job_id, op, vertex, status.get(vertex.id, ""), running_s.get(vertex.id, 0.0)
+            )
         for v in {v.id: v for v in vertices_of(job)}.values():
             values = self.job.rest.vertex_metrics(job_id, v.id, self._latency_names(job_id, v.id))
             mean, p95 = _metric(values, LATENCY_MEAN, "max"), _metric(values, LATENCY_P95, "max")
@@ -136,7 +143,9 @@ class FlinkMonitor(Monitor):
         names = self.job.rest.vertex_metric_names(job_id, vertex_id)
         return [n for n in names if n.endswith((LATENCY_MEAN, LATENCY_P95))] or [LATENCY_MEAN]
 
-    def _operator(self, job_id: str, op: str, vertex: Vertex, status: str, running_s: float) -> OperatorMetrics:
+    def _operator(
+        self, job_id: str, op: str, vertex: Vertex, status: str, running_s: float
+    ) -> OperatorMetrics:
         dep = spread(self.deployments.get(op, {}), vertex.parallelism)
         if status != "RUNNING":
             return OperatorMetrics(op, dep, complete=False, reason=f"vertex {vertex.name!r} is {status}")
@@ -156,10 +165,16 @@ class FlinkMonitor(Monitor):
         backlog = _metric(values, PENDING, "sum")
         if busy_ms is None:
             if op not in self.sources:
-                return OperatorMetrics(op, dep, complete=False, reason=f"vertex {vertex.name!r}: no busy time")
+                return OperatorMetrics(
+                    op, dep, complete=False, reason=f"vertex {vertex.name!r}: no busy time"
+                )
             busy = None  # legacy sources report no busy time
         else:
             busy = min(max(busy_ms / 1000.0, 0.0), 1.0)
+        if rate <= 0 and (busy or 0) > 0.05:
+            # busy but no record counted: the meters have not caught up (e.g. Python workers starting)
+            why = f"vertex {vertex.name!r}: busy {busy:.2f} but no {rate_name} yet (meters not updated)"
+            return OperatorMetrics(op, dep, complete=False, reason=why)
         rate *= scale
         m = OperatorMetrics(
             operator=op,

@@ -44,10 +44,14 @@ class FlinkRealizer(Realizer):
         targets: dict[str, int] = {}
         for op, dep in plan.targets.items():
             if op not in bound:
-                return ApplyResult(False, self.current(), error=f"operator {op!r} is not bound to a job vertex")
+                return ApplyResult(
+                    False, self.current(), error=f"operator {op!r} is not bound to a job vertex"
+                )
             n = sum(int(x) for x in dep.values())
             if n < 1:
-                return ApplyResult(False, self.current(), error=f"operator {op!r}: target parallelism {n} < 1")
+                return ApplyResult(
+                    False, self.current(), error=f"operator {op!r}: target parallelism {n} < 1"
+                )
             targets[op] = n
         before = self.job.rest.resource_requirements(job_id)
         wanted = copy.deepcopy(before)
@@ -66,10 +70,13 @@ class FlinkRealizer(Realizer):
         if ok:
             return ApplyResult(True, self.current(), downtime_s=downtime, details=details)
         names = {v.id: v.name for v in bound.values()}
-        error = "; ".join(
-            f"vertex {names.get(vid, vid)!r}: target parallelism {n}, reached {reached.get(vid)}"
-            for vid, n in changed.items()
-        ) + f" ({why})"
+        error = (
+            "; ".join(
+                f"vertex {names.get(vid, vid)!r}: target parallelism {n}, reached {reached.get(vid)}"
+                for vid, n in changed.items()
+            )
+            + f" ({why})"
+        )
         previous = {vid: int(before[vid]["parallelism"]["upperBound"]) for vid in changed}
         self.job.rest.set_resource_requirements(job_id, before)
         restored, back_down, _, _ = self._await(job_id, previous, time.monotonic() + self.timeout_s)
@@ -77,7 +84,12 @@ class FlinkRealizer(Realizer):
             self.deployments[op] = spread(self.deployments.get(op, {}), bound[op].parallelism)
         details.update(restored=restored, rollback_downtime_s=back_down)
         return ApplyResult(
-            False, self.current(), downtime_s=downtime + back_down, error=error, rolled_back=True, details=details
+            False,
+            self.current(),
+            downtime_s=downtime + back_down,
+            error=error,
+            rolled_back=True,
+            details=details,
         )
 
     def _await(self, job_id: str, targets: dict[str, int], deadline: float) -> tuple[bool, float, dict, str]:
@@ -128,4 +140,3 @@ class FlinkRealizer(Realizer):
             return int(o["slots-available"]), int(o["slots-total"])
         except (FlinkRestError, KeyError):
             return None
-

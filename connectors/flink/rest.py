@@ -35,7 +35,9 @@ class FlinkRest:
                 raw = resp.read()
         except urllib.error.HTTPError as exc:
             detail = exc.read().decode(errors="replace")[:500]
-            raise FlinkRestError(f"{method} {self.base_url}{path}: HTTP {exc.code} {detail}", exc.code) from exc
+            raise FlinkRestError(
+                f"{method} {self.base_url}{path}: HTTP {exc.code} {detail}", exc.code
+            ) from exc
         except (urllib.error.URLError, OSError) as exc:
             raise FlinkRestError(f"{method} {self.base_url}{path}: {exc}") from exc
         return json.loads(raw) if raw.strip() else {}

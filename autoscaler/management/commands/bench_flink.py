@@ -75,6 +75,7 @@ class Command(BaseCommand):
                 f"shared with other work; total {time.time() - started:.0f} s.\n\n" + table + "\n"
             )
             cmd = "python manage.py bench_flink --write " + " ".join(
-                f"--{k.replace('_', '-')} {opts[k]}" for k in ("duration_s", "period_s", "rate_scale", "cost_ms")
+                f"--{k.replace('_', '-')} {opts[k]}"
+                for k in ("duration_s", "period_s", "rate_scale", "cost_ms")
             )
             write_section("flink", body, cmd)

@@ -20,10 +20,14 @@ def options(description: str) -> argparse.Namespace:
     p.add_argument("--trace", required=True, help="trace file: tuples/s per line (one line per trace step)")
     p.add_argument("--trace-start", type=int, default=0, help="first trace line replayed")
     p.add_argument("--steps", type=int, default=0, help="trace lines replayed (0: all)")
-    p.add_argument("--step-s", type=float, default=1.0, help="replay seconds per trace line (time compression)")
+    p.add_argument(
+        "--step-s", type=float, default=1.0, help="replay seconds per trace line (time compression)"
+    )
     p.add_argument("--rate-scale", type=float, default=1.0, help="multiplier of the trace rates")
     p.add_argument("--ticks-per-s", type=float, default=50.0, help="source ticks per second")
-    p.add_argument("--duration-s", type=float, default=0.0, help="replay length (s); 0: the whole trace slice")
+    p.add_argument(
+        "--duration-s", type=float, default=0.0, help="replay length (s); 0: the whole trace slice"
+    )
     p.add_argument("--cost-ms", type=float, default=0.0, help="per-record cost of the scaled operators (ms)")
     p.add_argument("--cost-kind", choices=("sleep", "cpu"), default="sleep", help="wait or CPU spin")
     p.add_argument("--parallelism", type=int, default=1, help="initial parallelism of the scaled operators")
@@ -44,8 +48,9 @@ def environment(args: argparse.Namespace) -> tuple[StreamExecutionEnvironment, S
 
 
 def schedule_of(args: argparse.Namespace) -> Schedule:
-    return Schedule(load_rates(args.trace, args.trace_start, args.steps), args.step_s, args.rate_scale,
-                    args.ticks_per_s)
+    return Schedule(
+        load_rates(args.trace, args.trace_start, args.steps), args.step_s, args.rate_scale, args.ticks_per_s
+    )
 
 
 def ticks(t_env: StreamTableEnvironment, args: argparse.Namespace, schedule: Schedule):

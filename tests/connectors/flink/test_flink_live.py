@@ -113,7 +113,9 @@ def test_stored_application_binds_through_the_factory(cluster, job, django_user_
     django_user_model.objects.create_user("flinker", password="pw-flinker-1")
     examples = Path(__file__).resolve().parents[3] / "manifests" / "examples"
     text = (examples / "app-flink-wordcount.yaml").read_text()
-    text = text.replace("http://127.0.0.1:8081", cluster.rest_url).replace("jobName: wordcount", "jobName: wc-test")
+    text = text.replace("http://127.0.0.1:8081", cluster.rest_url).replace(
+        "jobName: wordcount", "jobName: wc-test"
+    )
     (tmp_path / "a.yaml").write_text((examples / "catalog-vm-example.yaml").read_text() + "\n---\n" + text)
     call_command("apply", "-f", str(tmp_path / "a.yaml"), "--owner", "flinker")
     app = Application.objects.get(name="flink-wordcount")
