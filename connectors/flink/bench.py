@@ -42,11 +42,11 @@ class BenchConfig:
     """One benchmark: trace slice, replay length (s), per-record cost (ms), SLO (s), control period (s)."""
 
     trace: str
-    trace_start: int = 420
+    trace_start: int = 480
     steps: int = 360
-    duration_s: float = 180.0
-    rate_scale: float = 0.08
-    cost_ms: float = 4.0
+    duration_s: float = 150.0
+    rate_scale: float = 0.12
+    cost_ms: float = 10.0
     r_max_s: float = 2.0
     period_s: float = 20.0
     k_max: int = 6

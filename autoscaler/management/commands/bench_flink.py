@@ -23,12 +23,12 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--runs", default=",".join(RUNS), help=f"comma-separated, from {', '.join(RUNS)}")
-        parser.add_argument("--duration-s", type=float, default=180.0, help="replay length per run (s)")
+        parser.add_argument("--duration-s", type=float, default=150.0, help="replay length per run (s)")
         parser.add_argument("--period-s", type=float, default=20.0, help="control period (s)")
-        parser.add_argument("--trace-start", type=int, default=420, help="first Taxi trace line (minute)")
+        parser.add_argument("--trace-start", type=int, default=480, help="first Taxi trace line (minute)")
         parser.add_argument("--steps", type=int, default=360, help="trace lines replayed per run")
-        parser.add_argument("--rate-scale", type=float, default=0.08, help="multiplier of the trace rates")
-        parser.add_argument("--cost-ms", type=float, default=4.0, help="per-record cost (ms, sleep)")
+        parser.add_argument("--rate-scale", type=float, default=0.12, help="multiplier of the trace rates")
+        parser.add_argument("--cost-ms", type=float, default=10.0, help="per-record cost (ms, sleep)")
         parser.add_argument("--r-max-s", type=float, default=2.0, help="end-to-end latency bound (s)")
         parser.add_argument("--write", action="store_true", help="write the docs/benchmarks.md section")
 
@@ -76,6 +76,6 @@ class Command(BaseCommand):
             )
             cmd = "python manage.py bench_flink --write " + " ".join(
                 f"--{k.replace('_', '-')} {opts[k]}"
-                for k in ("duration_s", "period_s", "rate_scale", "cost_ms")
+                for k in ("trace_start", "steps", "duration_s", "period_s", "rate_scale", "cost_ms")
             )
             write_section("flink", body, cmd)

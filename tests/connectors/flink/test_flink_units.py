@@ -64,3 +64,19 @@ def test_trace_schedule_emits_the_trace_rates_exactly_and_deterministically():
     assert sum(counts.values()) == sum(
         1 for r in range(75) for w in sentence(r).split() if not is_stop_word(w)
     )
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--runs", "static-peak,magic"], "--runs: unknown run(s) ['magic']"),
+        (["--runs", "ds2"], "static-peak is the baseline"),
+        (["--cost-ms", "0"], "--cost-ms: must be > 0"),
+    ],
+)
+def test_bench_flink_rejects_bad_options_before_starting_anything(args, message):
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError) as err:
+        call_command("bench_flink", *args)
+    assert message in str(err.value)
