@@ -333,7 +333,7 @@ class FileTraceGenerator:
     records are the same as the data source's (``sentence_records`` / ``taxi_records``).
     """
 
-    def __init__(self, directory: str | Path, options: dict[str, Any], chunk_s: float = 1.0) -> None:
+    def __init__(self, directory: str | Path, options: dict[str, Any], chunk_s: float = 2.0) -> None:
         import threading
 
         _check_options(options)

@@ -51,6 +51,7 @@ class BenchConfig:
     k_max: int = 6
     partitions: int = 8
     drain_s: float = 180.0
+    warmup_s: float = 120.0  # the trace starts this long after the stage is launched (Spark start-up)
 
     @property
     def trace_minutes(self) -> int:
@@ -104,7 +105,7 @@ def period_stats(prog: list[dict], lat: list[dict], executors: int, period_s: fl
     return PeriodStats(rows / period_s, rows / period_s, ratio, busy / period_s, mean, p95, executors)
 
 
-def _stage_cmd(cfg: BenchConfig, strategy: Strategy, stub: IngestStub, workdir: Path) -> list[str]:
+def _stage_cmd(cfg: BenchConfig, strategy: Strategy, stub: IngestStub, workdir: Path, t0: float) -> list[str]:
     cmd = [
         sys.executable, "-m", "connectors.spark.pipelines.run", "--pipeline", "taxi", "--stage", "all",
         "--master", cfg.master, "--workdir", str(workdir), "--application", "bench", "--operator",
@@ -114,7 +115,7 @@ def _stage_cmd(cfg: BenchConfig, strategy: Strategy, stub: IngestStub, workdir: 
         "--partitions", str(cfg.partitions), "--shuffle-partitions", str(cfg.partitions),
         "--interval", str(cfg.interval_s), "--wait-ms", str(cfg.wait_ms), "--cpu-ms", str(cfg.cpu_ms),
         "--executors", str(strategy.initial()), "--executor-cores", "1", "--executor-memory-mib", "512",
-        "--profile-name", "exec.small", "--max-executors", str(cfg.k_max), "--retries", "5",
+        "--profile-name", "exec.small", "--max-executors", str(cfg.k_max), "--retries", "5", "--start-time", f"{t0:.3f}",
     ]  # fmt: skip
     if strategy.dynamic:
         cmd.append("--dynamic-allocation")
@@ -151,8 +152,9 @@ def run_strategy(cfg: BenchConfig, strategy: Strategy, log=print) -> RunResult: 
     stub = IngestStub().start()
     logf = open(workdir / "stage.log", "wb")  # noqa: SIM115 - closed below
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    t0 = round(time.time() + cfg.warmup_s, 3)
     proc = subprocess.Popen(
-        _stage_cmd(cfg, strategy, stub, workdir), stdout=logf, stderr=subprocess.STDOUT, env=env,
+        _stage_cmd(cfg, strategy, stub, workdir, t0), stdout=logf, stderr=subprocess.STDOUT, env=env,
         start_new_session=True,
     )  # fmt: skip
     sched = cfg.schedule()
@@ -165,6 +167,10 @@ def run_strategy(cfg: BenchConfig, strategy: Strategy, log=print) -> RunResult: 
                 raise RuntimeError(f"the stage did not start (see {workdir / 'stage.log'})")
             time.sleep(0.5)
         t0 = float(t0_file.read_text())
+        while time.time() < t0:  # Spark starts; the trace begins at t0
+            if proc.poll() is not None:
+                raise RuntimeError(f"the stage exited (see {workdir / 'stage.log'})")
+            time.sleep(0.5)
         k = strategy.initial()
         start = time.time()
         end_run = t0 + sched.duration_s

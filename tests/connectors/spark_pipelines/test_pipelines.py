@@ -17,6 +17,7 @@ from connectors.spark.trace_source import (
     expected_word_counts,
     expected_zone_trips,
     load_trace,
+    stop_generators,
 )
 
 pytestmark = pytest.mark.slow
@@ -96,6 +97,7 @@ def test_taxi_windows_per_zone_exact(spark, tmp_path):
         interval_s=1.0,
         cpu_ms=0.5,
         wait_ms=1.0,
+        source="files",  # the fallback source: generator thread + Spark's file source
     )
     schedule = TraceSchedule(load_trace(opts.trace, 0, 3), opts.compress, opts.rate_scale)
     query = build_taxi(spark, opts, window_s=2.0)
@@ -109,3 +111,4 @@ def test_taxi_windows_per_zone_exact(spark, tmp_path):
     assert totals == expected_zone_trips(range(schedule.total), opts.seed)
     assert list((tmp_path / "windows").glob("*.json"))  # ended windows were written
     assert sum(row["n"] for row in opts.latency.log) == schedule.total
+    stop_generators()

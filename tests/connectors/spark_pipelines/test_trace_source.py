@@ -7,6 +7,7 @@ import pytest
 
 from connectors.spark.trace_source import (
     STOP_WORDS,
+    FileTraceGenerator,
     TraceDataSource,
     TraceSchedule,
     TraceStreamReader,
@@ -91,3 +92,27 @@ def test_bad_options_name_the_field():
     with pytest.raises(ValueError, match="trace"):
         load_trace("/nonexistent/trace.txt")
     assert TraceDataSource.name() == "trace"
+
+
+def test_file_generator_writes_the_same_records_and_resumes(tmp_path):
+    import json
+
+    opts = {"kind": "taxi", "traceMinutes": "2", "compress": "60", "rateScale": "0.05", "seed": "3"}
+    gen = FileTraceGenerator(tmp_path, {**opts, "startTime": "100.0"})
+    s = gen.schedule
+    assert gen.write_available(now=100.0 + 0.5) == s.count_at(0.5) > 0
+    again = FileTraceGenerator(tmp_path, opts)  # a restart: same t0 (from _t0), continues after the last file
+    assert again.t0 == 100.0 and again.next_index == s.count_at(0.5)
+    again.write_available(now=1e12)
+    assert again.write_available(now=1e12) == 0
+    rows = [
+        json.loads(line) for f in sorted(tmp_path.glob("part-*.json")) for line in f.read_text().splitlines()
+    ]
+    expected = list(TraceStreamReader({**opts, "startTime": "100.0"}).read(_Part((0, s.total, 100.0))))
+    assert [tuple(r.values()) for r in rows] == expected
+    assert not list(tmp_path.glob(".*tmp"))
+
+
+class _Part:
+    def __init__(self, value):
+        self.value = value

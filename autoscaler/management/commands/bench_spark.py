@@ -1,0 +1,168 @@
+"""``manage.py bench_spark``: one Spark pipeline and one compressed trace, in turn under several strategies.
+
+The taxi analytics pipeline (``connectors.spark.pipelines.taxi``, a lookup wait per trip so that executors add
+capacity on a small machine) runs on a Spark standalone cluster started on 127.0.0.1, fed by the Taxi trace
+slice ``--trace-start`` .. ``+ --minutes x --compress`` trace minutes (compressed ``--compress`` times, rates x
+``--rate-scale``), once per strategy: static peak and static mean provisioning (nominal capacity 1000 /
+``--wait-ms`` records/s per executor), Spark's dynamic allocation (shuffle tracking), Spark Streaming's allocator
+rule (batch time / interval: up at 0.9, down at 0.3), DS2 and the project's OM policies (``--policies``). The
+agent ships progress to an in-process stub and applies each strategy's executor count live. Per run: R_max
+violations (% of periods whose mean end-to-end latency exceeds ``--rmax``), executor-core-seconds, cost ($ at
+vm.small's 0.005 $/h per core), reconfigurations, apply time and downtime per reconfiguration, records lost /
+duplicated (sink vs the trace's deterministic records after draining), and beside the real outcome a fluid-queue
+prediction fitted from the run's own metrics. Ratios are against static peak measured in the same run.
+``--write`` puts the table into docs/benchmarks.md (section ``bench_spark``).
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+STRATEGIES = ("static-peak", "static-mean", "spark-dynamic-allocation", "spark-streaming-rule", "ds2")
+
+
+class Command(BaseCommand):
+    help = "Benchmark scaling strategies on a real Spark pipeline (docs/benchmarks.md, section bench_spark)."
+
+    def add_arguments(self, parser) -> None:  # noqa: ANN001
+        parser.add_argument("--minutes", type=float, default=3.0, help="wall minutes per run")
+        parser.add_argument("--compress", type=float, default=72.0, help="trace minutes per wall minute")
+        parser.add_argument(
+            "--rate-scale",
+            type=float,
+            default=None,
+            help="multiplier of the trace rates (default: the slice's peak needs --peak-executors executors)",
+        )
+        parser.add_argument("--peak-executors", type=int, default=4)
+        parser.add_argument(
+            "--trace-start",
+            type=int,
+            default=None,
+            help="first trace minute (default: the "
+            "first day's quietest minute, so the run covers the morning ramp)",
+        )
+        parser.add_argument("--wait-ms", type=float, default=20.0, help="lookup wait per trip (ms)")
+        parser.add_argument("--period", type=float, default=15.0, help="control period (s)")
+        parser.add_argument("--interval", type=float, default=5.0, help="micro-batch interval (s)")
+        parser.add_argument("--rmax", type=float, default=15.0, help="R_max of the mean e2e latency (s)")
+        parser.add_argument("--kmax", type=int, default=6, help="executors at most")
+        parser.add_argument("--strategies", default=",".join(STRATEGIES))
+        parser.add_argument("--policies", default="ql-pds-plus,model-based", help="project OM policies")
+        parser.add_argument("--worker-cores", type=int, default=8)
+        parser.add_argument("--warmup", type=float, default=120.0, help="s from launch to the trace's start")
+        parser.add_argument("--write", action="store_true", help="write the section in docs/benchmarks.md")
+
+    def handle(self, *args, **opts) -> None:  # noqa: ANN002, ANN003
+        from connectors.spark.bench.runner import BenchConfig, run_strategy, static_sizes
+        from connectors.spark.bench.strategies import DS2, OMPolicy, SparkDynamic, Static, StreamingRule
+        from connectors.spark.cluster import StandaloneCluster
+        from connectors.spark.trace_source import load_trace
+        from policies import registry
+
+        for name in ("minutes", "compress", "wait_ms", "period", "interval", "rmax", "peak_executors"):
+            if opts[name] <= 0:
+                raise CommandError(f"--{name.replace('_', '-')}: must be > 0")
+        wanted = [s for s in opts["strategies"].split(",") if s]
+        unknown = [s for s in wanted if s not in STRATEGIES]
+        if unknown:
+            raise CommandError(f"--strategies: unknown {unknown} (known: {', '.join(STRATEGIES)})")
+        policies = [p for p in opts["policies"].split(",") if p]
+        for p in policies:
+            try:
+                registry.load("om", p)
+            except ValueError as exc:
+                raise CommandError(f"--policies: {exc}") from exc
+        trace_start = opts["trace_start"]
+        if trace_start is None:
+            day = load_trace("taxi_last_month", 0, 1440)
+            trace_start = int(day.argmin())
+        if opts["rate_scale"] is not None and opts["rate_scale"] <= 0:
+            raise CommandError("--rate-scale: must be > 0")
+        rate_scale = opts["rate_scale"]
+        if rate_scale is None:  # the slice's peak = 0.9 x the nominal capacity of --peak-executors executors
+            minutes = max(1, int(round(opts["minutes"] * opts["compress"])))
+            peak_rate = float(load_trace("taxi_last_month", trace_start, minutes).max())
+            rate_scale = 0.9 * opts["peak_executors"] * 1000.0 / opts["wait_ms"] / peak_rate
+        var = Path(settings.VAR_DIR) / "bench-spark"
+        cluster = StandaloneCluster(var)
+        cluster.start()
+        try:
+            cluster.add_worker(opts["worker_cores"], 8192)
+            cfg = BenchConfig(
+                master=cluster.master_url, workdir=var / "runs", minutes=opts["minutes"],
+                compress=opts["compress"], rate_scale=rate_scale, trace_start=trace_start,
+                wait_ms=opts["wait_ms"], interval_s=opts["interval"], period_s=opts["period"],
+                r_max_s=opts["rmax"], k_max=opts["kmax"], warmup_s=opts["warmup"],
+            )  # fmt: skip
+            peak, mean = static_sizes(cfg)
+            sched = cfg.schedule()
+            rates = sched.per_step / sched.step_s
+            self.stdout.write(
+                f"trace minutes {trace_start}..{trace_start + cfg.trace_minutes} in {sched.duration_s:.0f} s, "
+                f"{sched.total} trips, rate {rates.min():.0f}..{rates.max():.0f}/s; static peak {peak}, mean {mean}"
+            )
+            build = {
+                "static-peak": lambda: Static("static-peak", peak),
+                "static-mean": lambda: Static("static-mean", mean),
+                "spark-dynamic-allocation": SparkDynamic,
+                "spark-streaming-rule": lambda: StreamingRule(cfg.k_max),
+                "ds2": lambda: DS2(cfg.k_max),
+            }
+            strategies = [build[s]() for s in wanted]
+            strategies += [
+                OMPolicy(p, cfg.k_max, cfg.r_max_s, cfg.wait_ms / 1000.0, float(rates.max()) * 1.2)
+                for p in policies
+            ]
+            results = []
+            for strategy in strategies:
+                t = time.time()
+                self.stdout.write(f"run {strategy.name} ...")
+                res = run_strategy(cfg, strategy, log=lambda s: self.stdout.write(s))
+                self.stdout.write(f"  done in {time.time() - t:.0f} s: {res.row()}")
+                results.append(res)
+        finally:
+            cluster.stop()
+        body = self._table(results, cfg, peak, mean, trace_start)
+        self.stdout.write(body)
+        if opts["write"]:
+            from policies.benchdoc import write_section
+
+            command = "python manage.py bench_spark " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+            write_section("bench_spark", body, command.strip())
+
+    @staticmethod
+    def _table(results, cfg, peak: int, mean: int, trace_start: int) -> str:  # noqa: ANN001
+        base = next((r for r in results if r.strategy == "static-peak" and r.core_seconds > 0), None)
+        lines = [
+            "## Spark: scaling strategies on the taxi pipeline (bench_spark)",
+            "",
+            f"Taxi analytics (parse -> enrich with a {cfg.wait_ms:g} ms lookup per trip -> windowed aggregation "
+            f"per zone) on a local standalone cluster, Taxi trace minutes {trace_start}..."
+            f"{trace_start + cfg.trace_minutes} compressed {cfg.compress:g}x (a run = {cfg.minutes:g} wall "
+            f"minutes), rates x {cfg.rate_scale:g}; micro-batch {cfg.interval_s:g} s, control period "
+            f"{cfg.period_s:g} s, R_max = {cfg.r_max_s:g} s (mean e2e latency per period), K_max = {cfg.k_max}. "
+            f"Static peak = {peak}, static mean = {mean} executors (1 core each). Ratios are against static "
+            "peak in the same run. Prediction = fluid queue with the executor series of the run and the "
+            "capacity per executor fitted from its batches. Runs this short say little about learning "
+            "policies; the numbers are what was measured, on a machine shared with other jobs.",
+            "",
+            "| strategy | periods | viol. % (pred.) | mean R s (pred.) | core-s | vs peak | cost $ | reconf. | "
+            "apply mean/max s | downtime max s | trips | lost | dup. | error |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in results:
+            ratio = f"{r.core_seconds / base.core_seconds:.2f}" if base else "-"
+            lines.append(
+                f"| {r.strategy} | {r.periods} | {r.violations_pct:.0f} ({r.pred_violations_pct:.0f}) | "
+                f"{r.latency_mean_s:.1f} ({r.pred_latency_mean_s:.1f}) | {r.core_seconds:.0f} | {ratio} | "
+                f"{r.cost_usd:.5f} | {r.reconfigurations} | {r.apply_mean_s:.1f}/{r.apply_max_s:.1f} | "
+                f"{r.downtime_max_s:.1f} | {r.got}/{r.expected} | {r.lost} | {r.duplicated} | "
+                f"{r.error[:60] or '-'} |"
+            )
+        return "\n".join(lines) + "\n"

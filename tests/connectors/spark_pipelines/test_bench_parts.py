@@ -1,0 +1,91 @@
+"""bench_spark's parts without Spark: the strategies' rules, the ingest stub's contract, the period statistics
+and the fluid-queue prediction."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from connectors.spark.bench.ingest_stub import IngestStub
+from connectors.spark.bench.runner import BenchConfig, fluid_prediction, period_stats, static_sizes
+from connectors.spark.bench.strategies import DS2, OMPolicy, PeriodStats, StreamingRule
+
+
+def _stats(rate=100.0, ratio=0.5, busy=0.5, executors=2, latency=5.0):
+    return PeriodStats(rate, rate, ratio, busy, latency, latency, executors)
+
+
+def test_streaming_rule_thresholds():
+    rule = StreamingRule(k_max=4)
+    assert rule.decide(_stats(ratio=0.95, executors=2)) == 3
+    assert rule.decide(_stats(ratio=0.95, executors=4)) == 4  # K_max
+    assert rule.decide(_stats(ratio=0.2, executors=2)) == 1
+    assert rule.decide(_stats(ratio=0.2, executors=1)) == 1
+    assert rule.decide(_stats(ratio=0.5, executors=2)) == 2
+
+
+def test_ds2_sizes_from_the_true_rate():
+    ds2 = DS2(k_max=8, headroom=0.0)
+    # 100 rec/s processed with 0.5 busy s/s on 2 executors: 100 rec/s per busy executor
+    assert ds2.decide(_stats(rate=100.0, busy=0.5, executors=2)) == 1
+    assert ds2.decide(PeriodStats(350.0, 100.0, 1.0, 0.5, 9.0, 9.0, 2)) == 4
+    assert DS2(k_max=3).decide(PeriodStats(1000.0, 100.0, 1.0, 0.5, 9.0, 9.0, 2)) == 3
+
+
+def test_om_policy_adapter_proposes_a_feasible_count():
+    policy = OMPolicy("ql-pds-plus", k_max=4, r_max_s=10.0, service_s=0.02, max_rate=200.0)
+    for _ in range(5):
+        k = policy.decide(_stats(rate=190.0, executors=1, latency=30.0))
+        assert 1 <= k <= 4
+
+
+def test_ingest_stub_speaks_the_agent_contract():
+    stub = IngestStub().start()
+    try:
+        base = stub.url + "/api/v1/ingest/bench/op"
+        get = json.loads(urllib.request.urlopen(base + "/desired").read())
+        assert get == {"generation": 0, "executors": None, "profile": None}
+        assert stub.set_desired(3, {"name": "exec.small", "cores": 1, "memoryMiB": 512}) == 1
+        assert json.loads(urllib.request.urlopen(base + "/desired").read())["executors"] == 3
+        body = {
+            "progress": [{"numInputRows": 7}],
+            "latency": [{"timestamp": 1e12, "mean_s": 1, "p95_s": 2, "n": 7}],
+            "driver": {"executors": 3},
+        }
+        req = urllib.request.Request(base + "/progress", json.dumps(body).encode(), method="POST")
+        assert urllib.request.urlopen(req).status == 201
+        prog, lat, drv = stub.since(0)
+        assert prog == [{"numInputRows": 7}] and lat[0]["n"] == 7 and drv == {"executors": 3}
+        bad = urllib.request.Request(base + "/progress", b"{not json", method="POST")
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(bad)
+        assert err.value.code == 400
+    finally:
+        stub.stop()
+
+
+def test_period_stats_and_fluid_prediction(tmp_path: Path):
+    prog = [{"numInputRows": 50, "batchDuration": 2500}, {"numInputRows": 50, "batchDuration": 5000}]
+    lat = [{"mean_s": 4.0, "p95_s": 6.0, "n": 30}, {"mean_s": 8.0, "p95_s": 9.0, "n": 10}]
+    s = period_stats(prog, lat, 2, 10.0, 5.0)
+    assert s.input_rate == 10.0 and s.busy_s_per_s == 0.75 and s.batch_ratio == 0.75
+    assert s.latency_mean_s == 5.0 and s.latency_p95_s == 9.0
+    cfg = BenchConfig(
+        master="local[1]",
+        workdir=tmp_path,
+        minutes=1.0,
+        compress=60.0,
+        rate_scale=0.1,
+        r_max_s=10.0,
+        wait_ms=20.0,
+    )
+    series = [{"start": 0.0, "end": 30.0, "executors": 1}, {"start": 30.0, "end": 60.0, "executors": 1}]
+    ok_viol, ok_lat = fluid_prediction(cfg, series, mu=1000.0, t0=0.0)
+    assert ok_viol == 0.0 and ok_lat == pytest.approx(7.5)  # ample capacity: 1.5 intervals
+    bad_viol, bad_lat = fluid_prediction(cfg, series, mu=1.0, t0=0.0)
+    assert bad_viol > 0 and bad_lat > ok_lat  # too little capacity: the backlog grows
+    peak, mean = static_sizes(cfg)
+    assert peak >= mean >= 1
