@@ -33,7 +33,9 @@ State given to the RM: ``active`` = ready nodes per type, ``pending`` = booting,
 
 Capacity for the AM. Each step stores ``RegionControl.capacity`` (ready and used slots per node type, a version,
 and the scale-outs granted since); application ticks grant and reserve within it (``autoscaler.control.capacity``).
-Known approximation: replicas granted but not yet running when a step runs are not in its ``used`` count.
+Known approximation: replicas granted but not yet running when a step runs are not in its ``used`` count. A region
+whose provider reports nodes of types outside its catalog (e.g. a user's own Spark workers, ``managed: false``)
+publishes no capacity: the AM does not limit grants there (recorded as a warning).
 """
 
 from __future__ import annotations
@@ -299,7 +301,15 @@ def _step(region, control, row, slot, period_s, now_s, provider) -> dict[str, An
     control.rm_policy, control.rm_params = rm_name, rm_params
     control.im_policy, control.im_params = im_name, im_params
     control.policy_source = f"rm: {rm_source}; im: {im_source}"
-    control.capacity = {
+    foreign = sorted({r.node_type for r in ready_after if r.node_type not in names})
+    if foreign:
+        warnings.append(
+            f"nodes of types outside the catalog ({', '.join(foreign)}): the AM's capacity is not enforced in "
+            f"region {region.name!r}"
+        )
+        row.warnings = warnings
+        row.save(update_fields=["warnings"])
+    control.capacity = {} if foreign else {
         "version": int((control.capacity or {}).get("version", 0)) + 1,
         "granted": {},
         "slot": slot,

@@ -309,3 +309,15 @@ def test_a_booting_node_that_registers_late_is_not_lost_and_bad_provider_setting
     assert out["decisions"] == [] and "provider unavailable" in out["error"]
     assert "masterUrl" in RegionControl.objects.get(region=broken).last_error
     assert not RegionNode.objects.filter(region=broken).exists()
+
+
+def test_foreign_node_types_disable_capacity_enforcement_with_a_warning():
+    ensure_region()
+    catalog = NodeTypeCatalog.objects.get(name="infra-a")
+    region = Region.objects.create(name="own-cluster", catalog=catalog, max_nodes=10, max_new_nodes_per_period=5)
+    provider = ScriptedProvider({"w1": "4c-8192m", "w2": "A2"}, busy={"w1"})
+    region_step(region.pk, 10, provider=provider)
+    row = RegionTick.objects.get(region=region, slot=10)
+    assert any("outside the catalog (4c-8192m)" in w for w in row.warnings)
+    assert RegionControl.objects.get(region=region).capacity == {}
+    assert RegionNode.objects.get(region=region, node_id="w1").state == "ready"
