@@ -124,6 +124,7 @@ def main_am(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--validation", type=int, default=0, help="held-out OM seeds to validate the best candidates (0: off)"
     )
+    ap.add_argument("--margin-r", type=float, default=None, help="margin on eta_R (default: --margin)")
     ap.add_argument("--margin", type=float, default=0.5, help="BO aims at margin * budgets in simulation")
     ap.add_argument("--jobs", type=int, default=1, help="settings run in parallel processes")
     ap.add_argument("--quick", action="store_true", help="smoke run: A only, short traces, N_BO = 4")
@@ -203,6 +204,7 @@ def run_setting(job: tuple) -> tuple[list[dict[str, Any]], list[float], list[flo
         margin=args.margin,
         replications=args.replications,
         validation_replications=args.validation,
+        margin_r=args.margin_r,
     )
     t0 = time.perf_counter()
     cfg = bo.optimise(obs)
@@ -293,8 +295,15 @@ def render(
         f"{reopt}"
         f"N_BO = {args.n_bo} per phase, up to {args.rounds} rounds (later rounds N_BO/2), token bucket of "
         f"capacity {BUCKET:g} refilled at eta_R per period with {RESERVE:g} token kept for scale-outs, changes of "
-        f"one period batched; BO aims at {args.margin:g} x the budgets in simulation, "
-        f"{args.replications} simulation(s) per candidate.",
+        f"one period batched; BO aims at {args.margin:g} x eta_V and "
+        f"{args.margin if getattr(args, 'margin_r', None) is None else args.margin_r:g} x eta_R in simulation, "
+        f"{args.replications} simulation(s) per candidate (the same OM seeds for every candidate)"
+        + (
+            f"; the cheapest candidates are then re-run on {args.validation} held-out OM seeds and the first that "
+            "meets the full budgets there is applied."
+            if getattr(args, "validation", 0)
+            else "."
+        ),
         "",
         "| app | N_res | eta_V | eta_R | AM | resource cost ($/h) | violations % | reconfigurations % | "
         "both met | BO time (s) |",

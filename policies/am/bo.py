@@ -16,7 +16,8 @@ observed: the recorded source-rate trace and, per operator, an M/G/1 model fitte
 variance of the service time (:func:`fit_queue_model`), fresh OMs configured with the candidate and the AM's own
 token-bucket arbitration. Every evaluation with ``replications`` > 1 uses the same OM seeds (common random
 numbers), so candidates differ by their configuration, not by the luck of a learning OM. BO aims at
-``margin * eta`` (the simulated trace is a sample and the models are fitted). With ``validation_replications``
+``margin * eta_V`` and ``margin_r * eta_R`` (default ``margin``; the simulated trace is a sample and the models
+are fitted; the token bucket already bounds the reconfigurations, so ``margin_r`` = 1 is reasonable). With ``validation_replications``
 > 0, the cheapest candidates that met the margined budgets (at most ``validate_top``) are re-run with held-out OM
 seeds and the first that meets the full budgets there is applied (the warm start is always among the fallbacks):
 this guards against picking a candidate whose training runs were merely lucky. If the optimisation raises or runs
@@ -123,6 +124,7 @@ class BayesianAM:
         replications: int = 1,
         validation_replications: int = 0,
         validate_top: int = 5,
+        margin_r: float | None = None,
     ) -> None:
         self.app = app
         self.node_types = tuple(node_types)
@@ -144,6 +146,9 @@ class BayesianAM:
         if not 0.0 < margin <= 1.0:
             raise ValueError(f"margin: must be in (0, 1], got {margin}")
         self.margin = margin
+        if margin_r is not None and not 0.0 < margin_r <= 1.0:
+            raise ValueError(f"margin_r: must be in (0, 1], got {margin_r}")
+        self.margin_r = margin if margin_r is None else margin_r
         self.scale_in_reserve = scale_in_reserve
         self.node_capacity = node_capacity  # nodes per type the application may use (e.g. from the IM)
         if isinstance(replications, bool) or not isinstance(replications, int) or replications < 1:
@@ -221,9 +226,10 @@ class BayesianAM:
         """(cost $/h, constraints <= 0 when violations <= margin * eta_V and reconfigurations <= margin * eta_R,
         info); ``margin`` defaults to the AM's."""
         m = self.margin if margin is None else margin
+        m_r = self.margin_r if margin is None else margin
         cons = [
             summary["violations_pct"] / 100.0 - m * self.eta_v,
-            summary["reconfigurations_pct"] / 100.0 - m * self.eta_r,
+            summary["reconfigurations_pct"] / 100.0 - m_r * self.eta_r,
         ]
         info = {k: summary[k] for k in ("avg_resource_cost", "violations_pct", "reconfigurations_pct")}
         return summary["avg_resource_cost"], cons, info

@@ -181,6 +181,11 @@ def test_bo_aims_at_margin_times_the_budgets() -> None:
     assert cons[1] == pytest.approx(0.04 - 0.05) and cons[1] < 0
     _, full, _ = am._objective(summary, margin=1.0)
     assert full[0] < 0  # but within the real budget
+    only_v = BayesianAM(app, NT, factory, eta_v=0.05, eta_r=0.05, margin=0.5, margin_r=1.0)
+    _, cons, _ = only_v._objective(summary)
+    assert cons[1] == pytest.approx(0.04 - 0.05)  # the reconfiguration budget is not tightened
+    with pytest.raises(ValueError, match="margin_r"):
+        BayesianAM(app, NT, factory, margin_r=0.0)
 
 
 class _SeedSensitive(OneStepLookahead):
