@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from django.core.cache import cache
 from django.urls import reverse
 
 from autoscaler.models import Application
@@ -20,6 +21,8 @@ MAX_POINTS = 2000
 MAX_EVENTS = 1000
 #: periods rolled up by one page request at most (a long history is rolled up over a few requests; ~5 ms each)
 CATCH_UP_PER_REQUEST = 20_000
+#: seconds a computed answer stays cached (it is keyed by the rollup's state, so never stale)
+CACHE_S = 300
 #: sliding window of the budget burn-down (periods), as the control plane's aggregates
 WINDOW_PERIODS = 60
 
@@ -83,9 +86,25 @@ def dashboard_data(
     max_points: int = MAX_POINTS,
     refresh: bool = True,
 ) -> dict[str, Any]:
-    """Everything the dashboard's charts draw (see the module doc); ``refresh`` rolls up new ticks first."""
+    """Everything the dashboard's charts draw (see the module doc); ``refresh`` rolls up new ticks first.
+
+    Answers are cached (``CACHE_S``) under the rollup's state, so a dashboard polling while no new period
+    arrived costs two small queries; any new period or definition change makes a new key."""
     if refresh:
         monitor_rollup.catch_up(app, CATCH_UP_PER_REQUEST)
+    state = monitor_rollup.state(app)
+    key = f"dash:{app.pk}:{app.updated_at.timestamp()}:{state}:{range_name}:{start}:{end}:{max_points}"
+    hit = cache.get(key)
+    if hit is not None:
+        return hit
+    out = _compute(app, range_name, start, end, max_points)
+    cache.set(key, out, CACHE_S)
+    return out
+
+
+def _compute(
+    app: Application, range_name: str, start: float | None, end: float | None, max_points: int
+) -> dict[str, Any]:
     start, end, last = resolve_range(app, range_name, start, end)
     frame = monitor_rollup.load(app, start, end)
     n = len(frame)

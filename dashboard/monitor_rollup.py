@@ -261,7 +261,7 @@ def _unpack(columns: list[str], times: Any, values: Any) -> tuple[np.ndarray, np
 
 
 class Frame:
-    """Rollup rows of a time range: ``times`` (s, increasing), ``values`` (rows x columns, float64)."""
+    """Rollup rows of a time range: ``times`` (s, increasing), ``values`` (rows x columns, float32)."""
 
     def __init__(
         self, times: np.ndarray, columns: list[str], values: np.ndarray, events: list[list] | None = None
@@ -279,7 +279,7 @@ class Frame:
 
     def col(self, column: str) -> np.ndarray:
         j = self._index.get(column)
-        return self.values[:, j] if j is not None else np.full(len(self.times), np.nan)
+        return self.values[:, j].astype(np.float64) if j is not None else np.full(len(self.times), np.nan)
 
     def cols(self, columns: list[str]) -> np.ndarray:
         """Several columns at once (rows x len(columns)); unknown columns are NaN."""
@@ -294,7 +294,7 @@ class Frame:
 
 
 def load(app: Application, start: float | None = None, end: float | None = None) -> Frame:
-    """Rows with ``start <= time <= end`` (s since the epoch; None = unbounded)."""
+    """Rows with ``start <= time <= end`` (s since the epoch; None = unbounded); values stay float32."""
     qs = SeriesChunk.objects.filter(application=app)
     if start is not None and math.isfinite(start):
         qs = qs.filter(day__gte=int(start // DAY_S))
@@ -320,15 +320,25 @@ def load(app: Application, start: float | None = None, end: float | None = None)
             vs.append(full)
         ts.append(t)
     if not ts:
-        return Frame(np.zeros(0), columns, np.zeros((0, len(columns))))
+        return Frame(np.zeros(0), columns, np.zeros((0, len(columns)), dtype=np.float32))
     times = np.concatenate(ts)
-    values = np.vstack(vs).astype(np.float64)
+    values = np.vstack(vs)  # float32; columns are widened to float64 when read
     lo = 0 if start is None else int(np.searchsorted(times, start, side="left"))
     hi = len(times) if end is None else int(np.searchsorted(times, end, side="right"))
     lo_t = -math.inf if start is None else start
     hi_t = math.inf if end is None else end
     events = [e for e in events if lo_t <= e[0] <= hi_t]
     return Frame(times[lo:hi], columns, values[lo:hi], events)
+
+
+def state(app: Application) -> str:
+    """A token that changes whenever the application's rollup changes (chunk count and newest update)."""
+    from django.db.models import Count, Max
+
+    agg = SeriesChunk.objects.filter(application=app).aggregate(
+        n=Count("id"), t=Max("updated_at"), r=Max("last_time")
+    )
+    return f"{agg['n']}:{agg['t'].timestamp() if agg['t'] else 0}:{agg['r']}"
 
 
 def time_bounds(app: Application) -> tuple[float, float] | None:

@@ -300,3 +300,17 @@ def monitor_data_for(app):
     from dashboard import monitor_data
 
     return monitor_data.dashboard_data(app, "all")
+
+
+def test_dashboard_answers_are_cached_until_a_new_period_arrives(recorded, monkeypatch):
+    from dashboard import monitor_data
+
+    calls = []
+    real = monitor_data._compute
+    monkeypatch.setattr(monitor_data, "_compute", lambda *a: calls.append(a) or real(*a))
+    first = monitor_data.dashboard_data(recorded, "all")
+    assert monitor_data.dashboard_data(recorded, "all") == first and len(calls) == 1
+    monitor_data.dashboard_data(recorded, "all", max_points=50)  # another question: computed
+    assert len(calls) == 2
+    drive(recorded, 1, BASE_SLOT + TICKS)
+    assert monitor_data.dashboard_data(recorded, "all")["rows"] == TICKS + 1 and len(calls) == 3
