@@ -395,6 +395,18 @@ class FileTraceGenerator:
 _GENERATORS: dict[str, FileTraceGenerator] = {}
 
 
+def warm_up(spark: Any, partitions: int) -> float:
+    """Run a tiny pandas job on every executor so that their Python workers exist before the trace starts
+    (their start-up would otherwise be a backlog of the first batch); returns its duration (s)."""
+    t = time.monotonic()
+
+    def ident(batches):  # noqa: ANN001, ANN202
+        yield from batches
+
+    spark.range(0, partitions * 4, 1, partitions).mapInPandas(ident, "id long").count()
+    return time.monotonic() - t
+
+
 def read_trace(
     spark: Any, options: dict[str, str], source: str = "python", directory: str | None = None
 ) -> Any:
@@ -411,6 +423,7 @@ def read_trace(
         raise ValueError("source: files needs a directory")
     gen = _GENERATORS.get(str(directory))
     if gen is None or not gen._thread.is_alive() and gen.next_index < gen.schedule.total:
+        warm_up(spark, int(CaseInsensitive(options).get("numPartitions", 4)))
         gen = _GENERATORS[str(directory)] = FileTraceGenerator(directory, options).start()
     return spark.readStream.schema(KINDS[kind][0]).json(str(directory))
 

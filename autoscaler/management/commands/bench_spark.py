@@ -91,8 +91,8 @@ class Command(BaseCommand):
             rate_scale = 0.9 * opts["peak_executors"] * 1000.0 / opts["wait_ms"] / peak_rate
         var = Path(settings.VAR_DIR) / "bench-spark"
         cluster = StandaloneCluster(var)
-        cluster.start()
         try:
+            cluster.start()
             cluster.add_worker(opts["worker_cores"], 8192)
             cfg = BenchConfig(
                 master=cluster.master_url, workdir=var / "runs", minutes=opts["minutes"],

@@ -23,7 +23,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from connectors.spark.trace_source import keep_word, read_trace
+from connectors.spark.trace_source import keep_word, read_trace, warm_up
 
 from .common import BatchState, StageOptions, burn, latency_stats, write_json_atomic
 
@@ -105,6 +105,7 @@ def counter_sink(opts: StageOptions):
 def build_counter(spark: Any, opts: StageOptions) -> Any:
     """Start the counter query (see module docstring); waits for the splitter's output to exist."""
     wait_for_intermediate(opts.path("words"))
+    warm_up(spark, opts.shuffle_partitions)  # Python workers up before the first batch
     words = spark.readStream.schema(WORDS_SCHEMA).parquet(opts.path("words"))
     costed = words.repartition(opts.shuffle_partitions, "word").mapInPandas(
         _cost_fn(opts.cpu_ms, opts.wait_ms), WORDS_SCHEMA

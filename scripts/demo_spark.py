@@ -1,0 +1,374 @@
+"""The live Spark demo: a real WordCount on a local Spark standalone cluster under closed-loop RL control.
+
+    .venv/bin/python scripts/demo_spark.py [--seconds 0] [--port 8000] [--policy ql-pds-plus] [--period 20]
+
+Uses the embedded defaults unless the environment says otherwise (SQLite under var/, kombu's filesystem broker).
+It migrates, then starts and watches:
+
+- a Spark standalone master and ``--workers`` workers on 127.0.0.1 (``connectors.spark.cluster``; free ports);
+- the application ``demo-wordcount`` of user ``demo`` (sentences -> splitter -> counter -> top; splitter and
+  counter controlled, T_OM = ``--period`` s, ``--policy`` as operator manager), its catalog ``spark-demo-nodes``
+  (executor profiles ``exec.small`` 1 core / ``exec.large`` 2 cores) and region ``spark-demo`` (provider
+  ``spark-standalone`` on that master, workers managed by this script);
+- the web server on ``--port``, one Celery worker and Celery beat (the control loop);
+- the two WordCount stages as Spark applications with the agent attached
+  (``python -m connectors.spark.pipelines.run``), fed by the Taxi trace compressed ``--compress`` times (72: a
+  day in 20 minutes) and scaled by ``--rate-scale``, with a per-record lookup wait that makes one executor too
+  few at the daily peak.
+
+Every decision is printed as it is written (operator, observed input rate and latency, deployment, action, AM
+outcome). Ctrl-C, SIGTERM or ``--seconds`` stop every process it started (pipelines first, at a batch boundary,
+then the cluster and the control plane); it exits 0 when decisions with complete metrics were recorded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+APP = "demo-wordcount"
+OWNER = "demo"
+
+MANIFEST = """
+apiVersion: autoscaler/v1
+kind: NodeTypeCatalog
+metadata: {{name: spark-demo-nodes}}
+spec:
+  description: executor profiles of the local Spark demo ($/h are illustrative)
+  nodeTypes:
+    - {{name: exec.small, cores: 1, memoryMiB: 512, speedup: 1.0, pricePerHour: 0.05}}
+    - {{name: exec.large, cores: 2, memoryMiB: 1024, speedup: 2.0, pricePerHour: 0.10}}
+---
+apiVersion: autoscaler/v1
+kind: Region
+metadata: {{name: spark-demo}}
+spec:
+  catalog: spark-demo-nodes
+  maxNodes: {workers}
+  maxNewNodesPerPeriod: 1
+  provisioningDelayS: 10
+  provider:
+    kind: spark-standalone
+    settings: {{masterUrl: "{master}", masterWebUi: "{web}", managed: false}}
+---
+apiVersion: autoscaler/v1
+kind: Application
+metadata: {{name: {app}}}
+spec:
+  engine: spark
+  connector: {{master: "{master}", batchIntervalS: {interval}, checkpointDir: "{workdir}/checkpoints",
+              applyTimeoutS: 90}}
+  slo: {{rMaxMs: {rmax_ms}, etaV: 0.05, etaR: 0.10}}
+  operators:
+    - {{name: sentences, kind: source}}
+    - {{name: splitter, kind: operator, maxParallelism: {kmax}, selectivity: 4.5}}
+    - {{name: counter, kind: operator, maxParallelism: {kmax}}}
+    - {{name: top, kind: sink}}
+  streams: [[sentences, splitter], [splitter, counter], [counter, top]]
+  policies: {{om: {policy}, am: naive}}
+  periods: {{omS: {period}, amS: {am_period}}}
+  regions: [spark-demo]
+  state: running
+---
+apiVersion: autoscaler/v1
+kind: Deployment
+metadata: {{name: {app}-splitter}}
+spec: {{application: {app}, operator: splitter, region: spark-demo, replicas: {{exec.small: 1}}}}
+---
+apiVersion: autoscaler/v1
+kind: Deployment
+metadata: {{name: {app}-counter}}
+spec: {{application: {app}, operator: counter, region: spark-demo, replicas: {{exec.small: 1}}}}
+"""
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--seconds", type=float, default=0.0, help="stop after this many seconds (0 = Ctrl-C)")
+    p.add_argument("--port", type=int, default=8000, help="web server port")
+    p.add_argument("--policy", default="ql-pds-plus", help="OM policy of both controlled operators")
+    p.add_argument("--period", type=float, default=20.0, help="T_OM (s)")
+    p.add_argument("--interval", type=float, default=5.0, help="micro-batch trigger interval (s)")
+    p.add_argument("--compress", type=float, default=72.0, help="trace minutes per wall minute")
+    p.add_argument("--rate-scale", type=float, default=0.05, help="multiplier of the Taxi trace rates")
+    p.add_argument("--trace-start", type=int, default=0, help="first trace minute")
+    p.add_argument("--splitter-wait-ms", type=float, default=25.0, help="lookup wait per sentence (ms)")
+    p.add_argument("--counter-wait-ms", type=float, default=5.0, help="lookup wait per word (ms)")
+    p.add_argument(
+        "--source",
+        choices=("files", "python"),
+        default="files",
+        help="trace source: files (generator + file source, robust on a loaded machine) or python (data source)",
+    )
+    p.add_argument("--workers", type=int, default=2, help="Spark workers")
+    p.add_argument("--worker-cores", type=int, default=6)
+    p.add_argument("--worker-memory-mib", type=int, default=4096)
+    p.add_argument("--kmax", type=int, default=4, help="K_max of each controlled operator (executors)")
+    p.add_argument("--rmax-ms", type=int, default=30000, help="R_max of the end-to-end response time (ms)")
+    args = p.parse_args()
+    for name in ("period", "interval", "compress", "rate_scale"):
+        if getattr(args, name) <= 0:
+            p.error(f"--{name.replace('_', '-')}: must be > 0")
+    return args
+
+
+def _setup(args: argparse.Namespace, cluster, workdir: Path) -> tuple[object, str]:
+    """Create (afresh) the demo application and its resources; (application, API token of its owner)."""
+    from django.contrib.auth import get_user_model
+    from rest_framework.authtoken.models import Token
+
+    from autoscaler import manifests
+    from autoscaler.models import Application
+
+    user, _ = get_user_model().objects.get_or_create(username=OWNER)
+    Application.objects.filter(owner=user, name=APP).delete()
+    text = MANIFEST.format(
+        app=APP,
+        master=cluster.master_url,
+        web=cluster.web_url,
+        workers=args.workers,
+        interval=args.interval,
+        workdir=workdir,
+        rmax_ms=args.rmax_ms,
+        kmax=args.kmax,
+        policy=args.policy,
+        period=args.period,
+        am_period=3 * args.period,
+    )
+    manifests.apply_documents(manifests.parse_documents(text), user)
+    token = Token.objects.get_or_create(user=user)[0].key
+    return Application.objects.get(owner=user, name=APP), token
+
+
+def _stage_cmd(args, stage: str, master: str, workdir: Path, token: str, wait_ms: float) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "connectors.spark.pipelines.run",
+        "--pipeline",
+        "wordcount",
+        "--stage",
+        stage,
+        "--master",
+        master,
+        "--workdir",
+        str(workdir),
+        "--application",
+        APP,
+        "--operator",
+        stage,
+        "--app-name",
+        f"{APP}-{stage}",
+        "--url",
+        f"http://127.0.0.1:{args.port}",
+        "--token",
+        token,
+        "--compress",
+        str(args.compress),
+        "--rate-scale",
+        str(args.rate_scale),
+        "--trace-start",
+        str(args.trace_start),
+        "--interval",
+        str(args.interval),
+        "--wait-ms",
+        str(wait_ms),
+        "--executors",
+        "1",
+        "--executor-cores",
+        "1",
+        "--executor-memory-mib",
+        "512",
+        "--profile-name",
+        "exec.small",
+        "--max-executors",
+        str(args.kmax),
+        "--source",
+        args.source,
+        "--retries",
+        "10",
+    ]
+
+
+def _terminate(procs: list[subprocess.Popen], timeout_s: float) -> None:
+    """SIGTERM each process group, SIGKILL what is left after ``timeout_s``."""
+    for p in procs:
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + timeout_s
+    for p in procs:
+        try:
+            p.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+    for p in procs:  # the whole group: drivers' JVMs and Python workers too
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            p.wait(5)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def _print_decisions(app, seen: int) -> tuple[int, int]:
+    from autoscaler.control.models import Decision
+
+    complete = 0
+    for d in Decision.objects.filter(application=app, pk__gt=seen).select_related("operator").order_by("pk"):
+        seen = d.pk
+        obs = d.observed or {}
+        complete += bool(obs.get("complete"))
+        explanation = d.proposal.get("explanation", {}) if d.proposal else {}
+        rate = obs.get("input_rate")
+        resp = obs.get("response_time_s") or obs.get("response_time")
+        print(
+            f"slot {d.slot} {d.operator.name:>8}: rate "
+            + (f"{rate:7.1f} t/s" if isinstance(rate, int | float) else "    n/a    ")
+            + (f", R {resp:5.1f} s" if isinstance(resp, int | float) else "")
+            + f", {d.deployment} -> {explanation.get('action', '-')!s:<24} {d.outcome:<11} {d.reason[:60]}",
+            flush=True,
+        )
+    return seen, complete
+
+
+def _sqlite_for_many_writers() -> None:
+    """On the embedded SQLite default, several processes write (web/ingest, Celery worker, beat, this script):
+    wait up to 60 s for a lock instead of 5 s, take write locks at BEGIN, and use the write-ahead log so readers
+    do not block writers."""
+    if os.environ.get("DATABASE_URL"):
+        return
+    var = Path(os.environ.get("AUTOSCALER_VAR_DIR", ROOT / "var"))
+    var.mkdir(parents=True, exist_ok=True)
+    db = var / "db.sqlite3"
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:  # the journal mode is stored in the database file
+        conn.execute("PRAGMA journal_mode=WAL")
+    # IMMEDIATE: a write transaction takes the lock at BEGIN, so it waits (timeout) instead of failing at once
+    # when a read transaction would have to be upgraded while another process writes
+    os.environ["DATABASE_URL"] = f"sqlite:///{db}?timeout=60&transaction_mode=IMMEDIATE"
+
+
+def _wait_http(url: str, timeout_s: float) -> None:
+    """Wait until ``url`` answers (any HTTP status)."""
+    import urllib.error
+    import urllib.request
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(url, timeout=5).close()
+            return
+        except urllib.error.HTTPError:
+            return
+        except OSError:
+            time.sleep(1.0)
+    raise RuntimeError(f"{url} did not answer within {timeout_s:.0f} s")
+
+
+def main() -> int:
+    args = parse_args()
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "autoscaler.settings")
+    _sqlite_for_many_writers()
+    py = sys.executable
+    subprocess.run([py, "manage.py", "migrate", "-v0"], cwd=ROOT, check=True)
+
+    import django
+
+    django.setup()
+    from django.conf import settings
+
+    from connectors.spark.cluster import StandaloneCluster
+
+    var = Path(settings.VAR_DIR)
+    workdir = var / "spark-demo" / "wordcount"
+    shutil.rmtree(workdir, ignore_errors=True)  # a fresh run: new checkpoints, new trace t0
+    cluster = StandaloneCluster(var / "spark-demo")
+    control: list[subprocess.Popen] = []
+    stages: list[subprocess.Popen] = []
+    stopping = {"flag": False}
+
+    def _sigterm(signum, frame):  # noqa: ANN001
+        stopping["flag"] = True
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _sigterm)
+    seen = complete = 0
+    started = time.time()
+    try:
+        cluster.start()
+        for _ in range(args.workers):
+            cluster.add_worker(args.worker_cores, args.worker_memory_mib)
+        app, token = _setup(args, cluster, workdir)
+        print(
+            f"demo: Spark master {cluster.master_url} (UI {cluster.web_url}), {args.workers} workers; "
+            f"application {APP} (id {app.pk}), T_OM = {args.period:g} s, OM {args.policy}",
+            flush=True,
+        )
+        session = {"cwd": ROOT, "start_new_session": True}
+        logs = var / "spark-demo" / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        commands = {
+            "web": [py, "manage.py", "runserver", f"127.0.0.1:{args.port}", "--noreload"],
+            "celery-worker": [py, "-m", "celery", "-A", "autoscaler", "worker", "--pool=solo", "-l", "warning"],
+            "celery-beat": [
+                py, "-m", "celery", "-A", "autoscaler", "beat", "-l", "warning", "-s",
+                str(var / "celerybeat-schedule"),
+            ],
+        }  # fmt: skip
+        for name, cmd in commands.items():  # their output goes to logs/<name>.log, decisions to the terminal
+            out = open(logs / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
+            control.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, **session))
+        _wait_http(f"http://127.0.0.1:{args.port}/metrics", 180)
+        env = {**os.environ, "PYSPARK_PYTHON": py}
+        for stage, wait_ms in (("splitter", args.splitter_wait_ms), ("counter", args.counter_wait_ms)):
+            log = open(logs / f"{stage}.log", "ab")  # noqa: SIM115 - closed with the process
+            stages.append(
+                subprocess.Popen(
+                    _stage_cmd(args, stage, cluster.master_url, workdir, token, wait_ms),
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    **session,
+                )
+            )
+        print(
+            f"demo: web http://127.0.0.1:{args.port}/ ; logs in {logs}; top words in "
+            f"{workdir / 'top.json'}; Ctrl-C to stop",
+            flush=True,
+        )
+        while not args.seconds or time.time() - started < args.seconds:
+            seen, new_complete = _print_decisions(app, seen)
+            complete += new_complete
+            dead = [p for p in control + stages if p.poll() is not None]
+            if dead:
+                print(f"demo: a process exited ({dead[0].args[:4]}); stopping", file=sys.stderr, flush=True)
+                break
+            time.sleep(1.0)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        print("demo: stopping the pipelines, the Spark cluster and the control plane", flush=True)
+        _terminate(stages, 60.0)
+        cluster.stop()
+        _terminate(control, 15.0)
+    print(f"demo: {complete} decisions with complete metrics", flush=True)
+    return 0 if complete else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
