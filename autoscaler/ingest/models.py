@@ -35,6 +35,9 @@ class ProgressSample(models.Model):
     class Meta:
         indexes = [models.Index(fields=["operator", "timestamp"])]
         ordering = ["operator", "timestamp"]
+        constraints = [  # a shipment retried after a lost answer is stored once
+            models.UniqueConstraint(fields=["operator", "run_id", "batch_id"], name="unique_progress_batch")
+        ]
 
 
 class LatencySample(models.Model):

@@ -37,7 +37,8 @@ def sample_retention_s() -> float:
 
 
 def store_progress(operator, payload: ProgressPayload) -> int:
-    """Store a validated shipment in one transaction; returns the number of progress samples stored."""
+    """Store a validated shipment in one transaction; returns the number of progress samples received (a batch
+    already stored, same run id and batch id, is not stored again)."""
     samples = []
     for item in payload.progress:
         e2e = item.e2e()
@@ -69,7 +70,7 @@ def store_progress(operator, payload: ProgressPayload) -> int:
         for x in payload.latency
     ]
     with transaction.atomic():
-        ProgressSample.objects.bulk_create(samples)
+        ProgressSample.objects.bulk_create(samples, ignore_conflicts=True)  # retried shipments: stored once
         LatencySample.objects.bulk_create(latencies)
         d = payload.driver
         defaults: dict[str, Any] = {"last_seen": timezone.now(), "dropped": payload.dropped}

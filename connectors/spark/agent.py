@@ -176,6 +176,7 @@ class SparkAgent:
         self.stats = AgentStats()
         self._queue: collections.deque[tuple[str, dict[str, Any]]] = collections.deque(maxlen=queue_size)
         self._lock = threading.Lock()
+        self._ship_lock = threading.Lock()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.spark: Any = None
@@ -238,6 +239,10 @@ class SparkAgent:
         return info
 
     def _ship_once(self) -> bool:
+        with self._ship_lock:  # the ship loop and flush() never send the same items twice
+            return self._ship_locked()
+
+    def _ship_locked(self) -> bool:
         with self._lock:
             items = list(self._queue)[: self.batch_size]
         body = {

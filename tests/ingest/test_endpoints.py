@@ -38,8 +38,9 @@ def progress(batch: int, ts: str = "2026-11-26T08:32:06.001Z", rows: int = 50, *
 
 def test_a_batch_is_stored_with_the_numbers_the_monitor_needs(spark_app, alice):
     api = token_client(alice)
+    recent = dt.datetime.now(dt.UTC).replace(microsecond=1000)  # newer than the raw-JSON retention
     body = {
-        "progress": [progress(1), progress(2, "2026-11-26T08:32:07.001Z")],
+        "progress": [progress(1, recent.isoformat()), progress(2, recent.isoformat())],
         "latency": [{"timestamp": 1795681927.0, "mean_s": 0.5, "p95_s": 0.9, "n": 10}],
         "dropped": 3,
         "driver": {
@@ -57,7 +58,7 @@ def test_a_batch_is_stored_with_the_numbers_the_monitor_needs(spark_app, alice):
     s = rows[0]
     assert (s.num_input_rows, s.input_rate, s.processed_rate, s.batch_duration_ms) == (50, 50.0, 147.1, 340)
     assert (s.e2e_mean_s, s.e2e_p95_s, s.e2e_n) == (0.945, 1.395, 50)
-    assert s.timestamp == dt.datetime(2026, 11, 26, 8, 32, 6, 1000, tzinfo=dt.UTC)
+    assert s.timestamp == recent
     assert s.raw["sink"]["numOutputRows"] == 50
     assert LatencySample.objects.get().n == 10
     d = DriverStatus.objects.get()
@@ -148,3 +149,12 @@ def test_old_samples_are_rolled_up_hourly_and_raw_json_expires(spark_app, alice)
     assert (roll.batches, roll.input_rows, roll.busy_ms, roll.e2e_n) == (5, 50, 1700, 50)
     assert roll.e2e_sum_s == pytest.approx(0.945 * 50)
     assert store.prune(now + 7200)["raw_cleared"] == 1
+
+
+def test_a_retried_shipment_is_stored_once(spark_app, alice):
+    api = token_client(alice)
+    body = {"progress": [progress(1), progress(2, "2026-11-26T08:32:07.001Z")]}
+    assert api.post(f"{URL}/progress", body, format="json").status_code == 201
+    body["progress"].append(progress(3, "2026-11-26T08:32:08.001Z"))
+    assert api.post(f"{URL}/progress", body, format="json").status_code == 201
+    assert list(ProgressSample.objects.order_by("batch_id").values_list("batch_id", flat=True)) == [1, 2, 3]

@@ -34,7 +34,7 @@ spec:
     - {{name: out, kind: sink}}
   streams: [[src, counter], [counter, out]]
   policies: {{om: threshold}}
-  periods: {{omS: 10, amS: 60}}
+  periods: {{omS: 4, amS: 60}}
   regions: [spark-region]
 ---
 apiVersion: autoscaler/v1
