@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from connectors.base import Period, ScalingPlan
+from connectors.base import ConnectorError, Period, ScalingPlan
 from connectors.flink.cluster import FlinkCluster, TaskManagerProfile
 from connectors.flink.connector import build
 from connectors.flink.jobs import submit_wordcount
@@ -146,13 +146,20 @@ def run_one(cluster: FlinkCluster, cfg: BenchConfig, name: str, initial: dict[st
         time.sleep(max(0.0, cfg.period_s - (time.monotonic() - last)))
         now_m = time.monotonic()
         length, last = now_m - last, now_m
-        state = conn.job.rest.job(job_id)["state"]
+        try:
+            state = conn.job.rest.job(job_id)["state"]
+        except ConnectorError:
+            state = "UNKNOWN"
         if state != "RUNNING":
             break
         slot += 1
         result.slot_s += sum(k.values()) * length
         now = time.time()
-        metrics = conn.monitor.collect(Period(slot, now - length, now))
+        try:
+            metrics = conn.monitor.collect(Period(slot, now - length, now))
+        except ConnectorError as exc:
+            log(f"  {name} period {slot}: collect failed: {str(exc)[:160]}")
+            break
         result.periods += 1
         result.parallelism.append(dict(k))
         e2e = metrics.end_to_end_response_time_s
@@ -184,7 +191,12 @@ def run_one(cluster: FlinkCluster, cfg: BenchConfig, name: str, initial: dict[st
             if new != k[op]:
                 targets[op] = new
         if targets:
-            res = conn.realizer.apply(ScalingPlan({op: {NODE_TYPE: n} for op, n in targets.items()}, slot))
+            try:
+                res = conn.realizer.apply(ScalingPlan({op: {NODE_TYPE: n} for op, n in targets.items()}, slot))
+            except ConnectorError as exc:  # e.g. the bounded job finished meanwhile
+                log(f"  {name} period {slot}: apply failed: {str(exc)[:160]}")
+                result.failed_applies += 1
+                continue
             result.reconfigurations += 1
             result.downtimes.append(res.downtime_s)
             if res.ok:
