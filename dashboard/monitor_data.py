@@ -7,6 +7,7 @@ milliseconds since the epoch (plotly date axes).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -90,6 +91,18 @@ def dashboard_data(
 
     Answers are cached (``CACHE_S``) under the rollup's state, so a dashboard polling while no new period
     arrived costs two small queries; any new period or definition change makes a new key."""
+    return json.loads(dashboard_json(app, range_name, start, end, max_points, refresh))
+
+
+def dashboard_json(
+    app: Application,
+    range_name: str = "day",
+    start: float | None = None,
+    end: float | None = None,
+    max_points: int = MAX_POINTS,
+    refresh: bool = True,
+) -> bytes:
+    """:func:`dashboard_data` encoded as JSON (UTF-8); the encoded answer is what is cached."""
     if refresh:
         monitor_rollup.catch_up(app, CATCH_UP_PER_REQUEST)
     state = monitor_rollup.state(app)
@@ -97,9 +110,9 @@ def dashboard_data(
     hit = cache.get(key)
     if hit is not None:
         return hit
-    out = _compute(app, range_name, start, end, max_points)
-    cache.set(key, out, CACHE_S)
-    return out
+    body = json.dumps(_compute(app, range_name, start, end, max_points), separators=(",", ":")).encode()
+    cache.set(key, body, CACHE_S)
+    return body
 
 
 def _compute(

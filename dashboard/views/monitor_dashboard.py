@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
-from django.http import JsonResponse
+from django.http import HttpResponse
 from django.shortcuts import render
 
 from autoscaler.control import aggregates
@@ -53,11 +53,11 @@ def app_data(request, name: str):
         if not 10 <= points <= monitor_data.MAX_POINTS:
             return json_error(400, "points", f"must be in [10, {monitor_data.MAX_POINTS}]")
         max_points = int(points)
-    data = monitor_data.dashboard_data(
+    body = monitor_data.dashboard_json(
         app,
         range_name,
         None if start_ms is None else start_ms / 1000.0,
         None if end_ms is None else end_ms / 1000.0,
         max_points,
     )
-    return JsonResponse(data)
+    return HttpResponse(body, content_type="application/json")
