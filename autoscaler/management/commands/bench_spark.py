@@ -55,7 +55,6 @@ class Command(BaseCommand):
         parser.add_argument("--strategies", default=",".join(STRATEGIES))
         parser.add_argument("--policies", default="ql-pds-plus,model-based", help="project OM policies")
         parser.add_argument("--worker-cores", type=int, default=8)
-        parser.add_argument("--warmup", type=float, default=120.0, help="s from launch to the trace's start")
         parser.add_argument("--write", action="store_true", help="write the section in docs/benchmarks.md")
 
     def handle(self, *args, **opts) -> None:  # noqa: ANN002, ANN003
@@ -98,7 +97,7 @@ class Command(BaseCommand):
                 master=cluster.master_url, workdir=var / "runs", minutes=opts["minutes"],
                 compress=opts["compress"], rate_scale=rate_scale, trace_start=trace_start,
                 wait_ms=opts["wait_ms"], interval_s=opts["interval"], period_s=opts["period"],
-                r_max_s=opts["rmax"], k_max=opts["kmax"], warmup_s=opts["warmup"],
+                r_max_s=opts["rmax"], k_max=opts["kmax"],
             )  # fmt: skip
             peak, mean = static_sizes(cfg)
             sched = cfg.schedule()

@@ -51,7 +51,6 @@ class BenchConfig:
     k_max: int = 6
     partitions: int = 8
     drain_s: float = 180.0
-    warmup_s: float = 120.0  # the trace starts this long after the stage is launched (Spark start-up)
 
     @property
     def trace_minutes(self) -> int:
@@ -115,7 +114,7 @@ def _stage_cmd(cfg: BenchConfig, strategy: Strategy, stub: IngestStub, workdir: 
         "--partitions", str(cfg.partitions), "--shuffle-partitions", str(cfg.partitions),
         "--interval", str(cfg.interval_s), "--wait-ms", str(cfg.wait_ms), "--cpu-ms", str(cfg.cpu_ms),
         "--executors", str(strategy.initial()), "--executor-cores", "1", "--executor-memory-mib", "512",
-        "--profile-name", "exec.small", "--max-executors", str(cfg.k_max), "--retries", "5", "--start-time", f"{t0:.3f}",
+        "--profile-name", "exec.small", "--max-executors", str(cfg.k_max), "--retries", "5",
     ]  # fmt: skip
     if strategy.dynamic:
         cmd.append("--dynamic-allocation")
@@ -152,7 +151,7 @@ def run_strategy(cfg: BenchConfig, strategy: Strategy, log=print) -> RunResult: 
     stub = IngestStub().start()
     logf = open(workdir / "stage.log", "wb")  # noqa: SIM115 - closed below
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    t0 = round(time.time() + cfg.warmup_s, 3)
+    t0 = 0.0  # set by the stage's generator once Spark and its Python workers are up (input/_t0)
     proc = subprocess.Popen(
         _stage_cmd(cfg, strategy, stub, workdir, t0), stdout=logf, stderr=subprocess.STDOUT, env=env,
         start_new_session=True,
@@ -167,10 +166,6 @@ def run_strategy(cfg: BenchConfig, strategy: Strategy, log=print) -> RunResult: 
                 raise RuntimeError(f"the stage did not start (see {workdir / 'stage.log'})")
             time.sleep(0.5)
         t0 = float(t0_file.read_text())
-        while time.time() < t0:  # Spark starts; the trace begins at t0
-            if proc.poll() is not None:
-                raise RuntimeError(f"the stage exited (see {workdir / 'stage.log'})")
-            time.sleep(0.5)
         k = strategy.initial()
         start = time.time()
         end_run = t0 + sched.duration_s
