@@ -129,8 +129,9 @@
     });
   }
 
+  var pending = false;       // a reload asked for while one was in flight (range change, zoom)
   function load() {
-    if (busy) { return; }
+    if (busy) { pending = true; return; }
     busy = true;
     var q = "?range=" + encodeURIComponent(range);
     if (zoom) { q += "&start=" + Math.floor(zoom[0]) + "&end=" + Math.ceil(zoom[1]); }
@@ -151,7 +152,10 @@
         });
       })
       .catch(function (err) { statusEl.textContent = "Could not load the charts: " + err.message; })
-      .then(function () { busy = false; });
+      .then(function () {
+        busy = false;
+        if (pending) { pending = false; load(); }
+      });
   }
 
   load();
