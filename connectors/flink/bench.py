@@ -77,6 +77,7 @@ class RunResult:
     latencies: list[float] = field(default_factory=list)
     service_times: dict[str, list[float]] = field(default_factory=dict)
     parallelism: list[dict[str, int]] = field(default_factory=list)
+    error: str = ""
 
     @property
     def violation_pct(self) -> float:
@@ -101,6 +102,7 @@ class RunResult:
             "downtime_max_s": round(max(self.downtimes), 2) if self.downtimes else 0.0,
             "e2e_median_s": round(statistics.median(self.latencies), 3) if self.latencies else None,
             "lost_or_duplicated": self.lost_or_duplicated,
+            "error": self.error or "-",
         }
 
 
@@ -131,14 +133,20 @@ def run_one(cluster: FlinkCluster, cfg: BenchConfig, name: str, initial: dict[st
                      cost_ms=cfg.cost_ms, parallelism=1, counts_dir=counts_dir, job_name=job_name)  # fmt: skip
     settings = {"restUrl": cluster.rest_url, "jobName": job_name, "applyTimeoutS": 60}
     conn = build(settings, OPERATORS, STREAMS, {op: {NODE_TYPE: 1} for op in CONTROLLED})
-    first = conn.realizer.apply(ScalingPlan({op: {NODE_TYPE: k} for op, k in initial.items()}, 0))
-    if not first.ok:
-        raise RuntimeError(f"{name}: initial parallelism not applied: {first.error}")
+    result = RunResult(name, service_times={op: [] for op in CONTROLLED})
+    try:
+        first = conn.realizer.apply(ScalingPlan({op: {NODE_TYPE: k} for op, k in initial.items()}, 0))
+    except ConnectorError as exc:
+        first = None
+        result.error = str(exc)[:200]
+    if first is None or not first.ok:
+        result.error = result.error or (first.error[:200] if first else "")
+        log(f"  {name}: initial parallelism not applied: {result.error}")
+        return result
     started = time.monotonic()
     job_id = conn.job.find()
     policies = {op: _policy(policy_name, cfg, (service_s or {}).get(op)) for op in CONTROLLED} \
         if policy_name else {}  # fmt: skip
-    result = RunResult(name, service_times={op: [] for op in CONTROLLED})
     k = dict(initial)
     slot = 0
     last = time.monotonic()

@@ -35,6 +35,10 @@ class FlinkRealizer(Realizer):
         self.deployments = {k: dict(v) for k, v in deployments.items()}
         self.timeout_s = timeout_s
 
+    def _known(self) -> dict[str, Deployment]:
+        """The deployments last applied (when the engine cannot be asked)."""
+        return {k: dict(v) for k, v in self.deployments.items()}
+
     def current(self) -> dict[str, Deployment]:
         _, _, bound = self.job.snapshot()
         return {op: spread(self.deployments.get(op, {}), v.parallelism) for op, v in bound.items()}
@@ -78,7 +82,12 @@ class FlinkRealizer(Realizer):
             + f" ({why})"
         )
         previous = {vid: int(before[vid]["parallelism"]["upperBound"]) for vid in changed}
-        self.job.rest.set_resource_requirements(job_id, before)
+        try:
+            self.job.rest.set_resource_requirements(job_id, before)
+        except FlinkRestError as exc:  # the job ended or the JobManager went away meanwhile
+            details.update(restored=False, restore_error=str(exc)[:300])
+            return ApplyResult(False, self._known(), downtime_s=downtime, error=f"{error}; restore failed: {exc}",
+                               rolled_back=False, details=details)  # fmt: skip
         restored, back_down, _, _ = self._await(job_id, previous, time.monotonic() + self.timeout_s)
         for op in plan.targets:
             self.deployments[op] = spread(self.deployments.get(op, {}), bound[op].parallelism)
