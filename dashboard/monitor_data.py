@@ -21,7 +21,7 @@ RANGES_S: dict[str, float | None] = {"hour": 3600.0, "day": 86400.0, "week": 7 *
 MAX_POINTS = 2000
 MAX_EVENTS = 1000
 #: periods rolled up by one page request at most (a long history is rolled up over a few requests; ~5 ms each)
-CATCH_UP_PER_REQUEST = 20_000
+CATCH_UP_PER_REQUEST = 5_000
 #: seconds a computed answer stays cached (it is keyed by the rollup's state, so never stale)
 CACHE_S = 300
 #: sliding window of the budget burn-down (periods), as the control plane's aggregates
