@@ -232,12 +232,15 @@ class FlinkCluster:
         return node_id
 
     def stop_taskmanager(self, node_id: str) -> None:
-        """Stop TaskManager ``node_id`` (its process) and forget its directory."""
+        """Stop TaskManager ``node_id`` (its process); its directory moves to ``<root>/tm-stopped``."""
         tm = self.root / "tm" / node_id
         if not tm.exists():
             return
         self._script(tm, "taskmanager.sh", "stop")
-        shutil.rmtree(tm, ignore_errors=True)
+        stopped = self.root / "tm-stopped"
+        stopped.mkdir(parents=True, exist_ok=True)
+        (tm / "profile.json").unlink(missing_ok=True)
+        tm.rename(stopped / f"{node_id}-{int(time.time() * 1000)}")  # logs kept for diagnosis
 
     def local_taskmanagers(self) -> dict[str, TaskManagerProfile]:
         """TaskManagers started by this cluster object (id -> profile), from their directories."""
