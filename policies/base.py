@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import json
+import zlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -23,7 +24,7 @@ import numpy as np
 
 from policies.model import CostWeights, OperatorSpec
 
-STATE_FORMAT_VERSION = 1
+STATE_FORMAT_VERSION = 2  # 1 = npz (still readable), 2 = raw buffers + zlib level 1
 
 
 def n_actions(n_res: int) -> int:
@@ -108,22 +109,40 @@ class Proposal:
 
 
 def encode_state(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> bytes:
-    """Compact binary agent state: a versioned JSON header plus numpy arrays (``np.savez``), exact round trip."""
-    buf = io.BytesIO()
-    header = json.dumps({"format": STATE_FORMAT_VERSION, "meta": meta}, sort_keys=True).encode()
-    buf.write(len(header).to_bytes(4, "big"))
-    buf.write(header)
-    np.savez_compressed(buf, **arrays)
-    return buf.getvalue()
+    """Compact binary agent state, exact round trip. Format 2: a length-prefixed JSON header (format, meta, and
+    per array its name, dtype and shape) followed by the arrays' raw bytes, zlib level 1 (about 10x cheaper to
+    encode and decode than format 1's ``np.savez_compressed``, which :func:`decode_state` still reads)."""
+    names = sorted(arrays)
+    arrs = [np.asarray(arrays[k]) for k in names]  # tobytes() writes C order
+    header = json.dumps(
+        {
+            "format": STATE_FORMAT_VERSION,
+            "meta": meta,
+            "arrays": [[k, a.dtype.str, list(a.shape)] for k, a in zip(names, arrs, strict=True)],
+        },
+        sort_keys=True,
+    ).encode()
+    body = zlib.compress(b"".join(a.tobytes() for a in arrs), 1)
+    return len(header).to_bytes(4, "big") + header + body
 
 
 def decode_state(data: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """(meta, arrays) of a state written by :func:`encode_state` (format 2) or by the format-1 encoder (npz)."""
     n = int.from_bytes(data[:4], "big")
     header = json.loads(data[4 : 4 + n])
-    if header.get("format") != STATE_FORMAT_VERSION:
-        raise ValueError(f"unsupported agent state format {header.get('format')!r}")
-    with np.load(io.BytesIO(data[4 + n :]), allow_pickle=False) as npz:
-        arrays = {k: npz[k] for k in npz.files}
+    fmt = header.get("format")
+    if fmt == 1:
+        with np.load(io.BytesIO(data[4 + n :]), allow_pickle=False) as npz:
+            return header["meta"], {k: npz[k] for k in npz.files}
+    if fmt != STATE_FORMAT_VERSION:
+        raise ValueError(f"unsupported agent state format {fmt!r}")
+    body = zlib.decompress(data[4 + n :])
+    arrays, pos = {}, 0
+    for name, dtype, shape in header["arrays"]:
+        dt = np.dtype(dtype)
+        count = int(np.prod(shape, dtype=np.int64))
+        arrays[name] = np.frombuffer(body, dtype=dt, count=count, offset=pos).reshape(tuple(shape)).copy()
+        pos += count * dt.itemsize
     return header["meta"], arrays
 
 
