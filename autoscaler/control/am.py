@@ -147,6 +147,9 @@ def tune(application_id: int, am_slot: int) -> dict[str, Any]:
                 k: control.am_config.get(k) for k in ("bounds_ms", "weights")
             }
             event["outcome"] = "changed" if changed else "unchanged"
+            record = config.get("record") or {}
+            if record.get("outcome"):  # e.g. BO timed out or failed inside and kept the last good configuration
+                event["bo_outcome"] = record["outcome"]
             history = list(control.am_config.get("history", []))[-(HISTORY_KEPT - 1) :] + [event]
             control.am_config = {**config, "history": history}
             control.am_config.pop("record", None)

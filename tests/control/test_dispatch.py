@@ -119,3 +119,19 @@ def test_spread_dispatch_enqueues_each_application_at_its_due_time(eager, settin
         assert Tick.objects.filter(slot=t // 60).count() == ticked
     assert ticked == len(apps)
     assert dispatch(now=t + 59)["ticks"] == 0  # each application once per slot
+
+
+def test_bo_that_times_out_keeps_a_good_configuration_and_the_history_says_why():
+    from autoscaler.control.am import tune
+    from autoscaler.control.tick import run_tick
+
+    app = simulated_pipeline("bo-timeout", n_operators=2, rate_scale=2.0)
+    app.policies = {**app.policies, "am": {"name": "bo", "params": {"n_bo": 25, "timeout_s": 1e-6}}}
+    app.save()
+    for slot in range(10, 17):
+        run_tick(app.pk, slot)
+    event = tune(app.pk, 1)
+    assert "timeout" in event["bo_outcome"].lower(), event
+    assert event["bo_outcome"].startswith(("kept last good configuration", "applied best so far")), event
+    history = ApplicationControl.objects.get(application=app).am_config["history"]
+    assert history[-1]["bo_outcome"] == event["bo_outcome"]
