@@ -86,6 +86,12 @@ class DatabaseReferences:
         found = m.Region.objects.filter(name=region).select_related("catalog").first()
         return None if found is None else set(found.catalog.node_types.values_list("name", flat=True))
 
+    def region_max_speedup(self, region: str) -> float | None:
+        found = m.Region.objects.filter(name=region).select_related("catalog").first()
+        if found is None:
+            return None
+        return max(found.catalog.node_types.values_list("speedup", flat=True), default=None)
+
     def application(self, name: str) -> ApplicationSpec | None:
         app = m.Application.objects.filter(owner=self.owner, name=name).first()
         return None if app is None else application_spec(app)

@@ -54,6 +54,9 @@ class References(Protocol):
     def region_node_types(self, region: str) -> set[str] | None:
         """Node-type names available in a region (those of its catalog), None if there is no such region."""
 
+    def region_max_speedup(self, region: str) -> float | None:
+        """Relative speed of the fastest node type of a region's catalog, None if there is no such region."""
+
     def application(self, name: str) -> ApplicationSpec | None:
         """The stored spec of one of the owner's applications, None if there is none."""
 
@@ -197,6 +200,9 @@ def _application_refs(name: str, spec: ApplicationSpec, refs: References) -> lis
             )
         if i is not None and spec.regions and region not in spec.regions:
             errors.append(FieldError("spec.regions", f"deployment {deployment!r} runs in region {region!r}"))
+    speedups = [refs.region_max_speedup(region) for region in spec.regions]
+    if speedups and not errors and all(v is not None and v > 0 for v in speedups):
+        errors.extend(spec.unmeetable_path_errors(max(speedups)))  # an R_max that no node type can ever meet
     return errors
 
 

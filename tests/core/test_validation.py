@@ -390,3 +390,15 @@ def test_unmeetable_path_override_names_the_override():
     assert [e.loc for e in errors] == ["spec.slo.paths[0].rMaxMs"]
     with pytest.raises(ValueError, match="max_speedup"):
         spec.unmeetable_path_errors(max_speedup=0)
+
+
+def test_unmeetable_r_max_is_rejected_when_applied_to_a_region(stored, alice):
+    doc = _timed(40.0)
+    doc["spec"]["regions"] = ["r1"]  # r1's fastest node type has speedup 1.0: 45 ms > 40 ms on every path
+    with pytest.raises(ManifestError) as info:
+        manifests.apply_documents([doc], alice)
+    assert [e.loc for e in info.value.errors] == ["spec.slo.rMaxMs"]
+    assert "can never be met" in info.value.errors[0].msg
+    assert manifests.DatabaseReferences(alice).application("wordcount").slo.r_max_ms == 60  # unchanged
+    doc["spec"]["slo"]["rMaxMs"] = 45.0
+    manifests.apply_documents([doc], alice)
