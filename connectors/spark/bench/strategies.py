@@ -93,6 +93,7 @@ class OMPolicy(Strategy):
         from policies.model import NodeType, OperatorSpec, QueueModel, RateLevels
 
         self.name = policy
+        self.r_max_s = r_max_s
         spec = OperatorSpec(
             node_types=(NodeType("exec.small", 1.0, 0.005, 1, 512),),
             k_max=k_max,
@@ -105,10 +106,13 @@ class OMPolicy(Strategy):
     def decide(self, stats: PeriodStats) -> int | None:
         from policies.base import Observation
 
+        if stats.latency_mean_s is None:  # no batch finished in the period: incomplete, keep the deployment
+            return stats.executors
         obs = Observation(
             deployment=np.array([stats.executors]),
             input_rate=stats.input_rate,
             response_time_s=stats.latency_mean_s,
+            violated=stats.latency_mean_s > self.r_max_s,
             utilisation=min(stats.busy_s_per_s, 1.5),
         )
         return int(np.sum(self.policy.step(obs).deployment))
