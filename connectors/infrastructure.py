@@ -76,8 +76,12 @@ class BookkeepingProvider(NodeProvider):
     def nodes(self) -> list[Node]:
         return list(self._nodes.values())
 
+    def new_node_id(self, spec: NodeSpec) -> str:
+        """Id of the next node of ``spec``'s type: ``<type>-<n>``."""
+        return f"{spec.node_type}-{next(self._ids)}"
+
     def acquire(self, spec: NodeSpec, count: int) -> list[Node]:
-        started = [Node(f"{spec.node_type}-{next(self._ids)}", spec.node_type) for _ in range(count)]
+        started = [Node(self.new_node_id(spec), spec.node_type) for _ in range(count)]
         self._nodes.update({n.node_id: n for n in started})
         return started
 

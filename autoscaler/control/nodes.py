@@ -8,41 +8,26 @@ over the durable ``RegionNode`` rows.
 
 from __future__ import annotations
 
-import itertools
-
 from autoscaler.control.models import RegionNode
 from autoscaler.models import Region
-from connectors.infrastructure import Node, NodeProvider, NodeSpec
+from connectors.infrastructure import BookkeepingProvider, Node, NodeProvider, NodeSpec
 from connectors.providers import build_provider
 
 ACTIVE_STATES = (RegionNode.State.BOOTING, RegionNode.State.READY)
 
 
-class LedgerProvider(NodeProvider):
+class LedgerProvider(BookkeepingProvider):
     """Bookkeeping over the durable node rows: ``acquire`` mints ids ``<type>-s<slot>-<n>`` (unique in the region:
     one step per (region, slot)), ``release`` stops the idle nodes it is given (``busy`` ids are refused)."""
 
-    kind = "bookkeeping"
-
     def __init__(self, region: Region, rows: list[RegionNode], slot: int, busy: set[str] | None = None) -> None:
+        super().__init__()
         self.region = region
         self.slot = slot
         self._nodes = {r.node_id: Node(r.node_id, r.node_type, r.node_id in (busy or set())) for r in rows}
-        self._ids = itertools.count(1)
 
-    def nodes(self) -> list[Node]:
-        return list(self._nodes.values())
-
-    def acquire(self, spec: NodeSpec, count: int) -> list[Node]:
-        started = [Node(f"{spec.node_type}-s{self.slot}-{next(self._ids)}", spec.node_type) for _ in range(count)]
-        self._nodes.update({n.node_id: n for n in started})
-        return started
-
-    def release(self, node_ids: list[str]) -> list[str]:
-        stopped = [i for i in node_ids if i in self._nodes and not self._nodes[i].busy]
-        for i in stopped:
-            del self._nodes[i]
-        return stopped
+    def new_node_id(self, spec: NodeSpec) -> str:
+        return f"{spec.node_type}-s{self.slot}-{next(self._ids)}"
 
     def mark_busy(self, node_ids: set[str]) -> None:
         for i, node in self._nodes.items():
