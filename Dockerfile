@@ -6,6 +6,7 @@ COPY pyproject.toml README.md ./
 COPY autoscaler ./autoscaler
 COPY policies ./policies
 COPY connectors ./connectors
+COPY dashboard ./dashboard
 COPY manage.py ./
 COPY manifests ./manifests
 RUN pip install --no-cache-dir . \

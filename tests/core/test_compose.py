@@ -1,0 +1,87 @@
+"""docker-compose.yml and the Dockerfiles stay consistent with the code (no Docker daemon needed here).
+
+Docker is not available on the CI machine, so these checks read the files: every package the project installs is
+copied into each image, every service a service depends on exists, every module or management command a service
+runs exists, every required variable has a line in .env.example, and the Spark stages name an example application.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import tomllib
+from pathlib import Path
+
+import yaml
+from django.core.management import get_commands
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+SERVICES = COMPOSE["services"]
+
+
+def _packages() -> list[str]:
+    include = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    return sorted(p.rstrip("*") for p in include["include"])
+
+
+def _dockerfiles() -> dict[str, str]:
+    files = {"Dockerfile": (ROOT / "Dockerfile").read_text()}
+    for name, service in SERVICES.items():
+        inline = (service.get("build") or {}).get("dockerfile_inline") if isinstance(service.get("build"), dict) else None
+        if inline:
+            files[f"{name} (inline)"] = inline
+    return files
+
+
+def _command(service: dict) -> str:
+    command = service.get("command", "")
+    return " ".join(command) if isinstance(command, list) else str(command)
+
+
+def test_every_installed_package_is_copied_into_every_image():
+    for name, text in _dockerfiles().items():
+        copied = set(re.findall(r"^\s*COPY\s+(\S+)\s", text, flags=re.M))
+        missing = [p for p in _packages() if p not in copied]
+        assert not missing, f"{name} does not COPY {missing}"
+
+
+def test_dependencies_name_existing_services():
+    for name, service in SERVICES.items():
+        for dep in service.get("depends_on") or {}:
+            assert dep in SERVICES, f"{name} depends on unknown service {dep!r}"
+
+
+def test_commands_run_existing_modules_and_management_commands():
+    commands = get_commands()
+    for name, service in SERVICES.items():
+        cmd = _command(service)
+        tokens = cmd.split()
+        for module in [tokens[i + 1] for i, t in enumerate(tokens[:-1]) if t == "-m"]:
+            assert importlib.util.find_spec(module) is not None, f"{name}: no module {module}"
+        for sub in re.findall(r"manage\.py (\w+)", cmd):
+            assert sub in commands, f"{name}: no management command {sub!r}"
+        for path in re.findall(r"-f (\S+)", cmd):
+            assert (ROOT / path).exists(), f"{name}: {path} does not exist"
+        if tokens and tokens[0] == "celery":
+            assert tokens[tokens.index("-A") + 1] == "autoscaler", f"{name}: celery app is not autoscaler"
+
+
+def test_required_variables_are_in_env_example():
+    text = (ROOT / "docker-compose.yml").read_text()
+    required = set(re.findall(r"\$\{(\w+):\?", text))
+    example = {line.split("=", 1)[0] for line in (ROOT / ".env.example").read_text().splitlines() if "=" in line}
+    assert required and required <= example, required - example
+
+
+def test_spark_stages_control_an_example_application():
+    names = set()
+    for path in (ROOT / "manifests" / "examples").glob("*.yaml"):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc and doc.get("kind") == "Application":
+                names.add(doc["metadata"]["name"])
+    stages = [s for s in SERVICES.values() if "connectors.spark.pipelines.run" in _command(s)]
+    assert stages
+    for service in stages:
+        command = service["command"]
+        assert command[command.index("--application") + 1] in names
