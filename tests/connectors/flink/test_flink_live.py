@@ -143,7 +143,12 @@ def test_taskmanagers_are_acquired_and_only_idle_ones_released(cluster, job):
     provider = FlinkTaskManagerProvider("local", {"clusterDir": str(cluster.root), "memoryScale": 1.0})
     started = provider.acquire(NodeSpec("vm.small", cores=2, memory_mb=1024), 1)
     assert [n.node_id for n in started] == ["local-vm.small-1"]
-    tms = {tm["id"]: tm for tm in cluster.rest().get("/taskmanagers")["taskmanagers"]}
+    deadline = time.time() + 60  # the TaskManager registers its slots asynchronously after it is up
+    while True:
+        tms = {tm["id"]: tm for tm in cluster.rest().get("/taskmanagers")["taskmanagers"]}
+        if tms.get("local-vm.small-1", {}).get("slotsNumber") == 2 or time.time() > deadline:
+            break
+        time.sleep(0.5)
     assert tms["local-vm.small-1"]["slotsNumber"] == 2
     nodes = {n.node_id: n for n in provider.nodes()}
     assert nodes["tm-base"].busy and not nodes["local-vm.small-1"].busy

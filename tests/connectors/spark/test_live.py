@@ -124,7 +124,7 @@ def test_a_spark_query_is_observed_scaled_live_restarted_with_state_and_rolled_b
             for w, n in batch.items():
                 expected[w] = expected.get(w, 0) + n
             time.sleep(1.0)
-        wait_for(lambda: counts_of(agent) == expected, 120, "the first eight files to be counted")
+        wait_for(lambda: counts_of(agent) == expected, 300, "the first eight files to be counted")
         t_end = time.time() + 0.001
 
         def shipped_rows() -> int:  # the last progress event follows the sink's commit: wait for it
