@@ -200,7 +200,9 @@ def run_one(cluster: FlinkCluster, cfg: BenchConfig, name: str, initial: dict[st
                 targets[op] = new
         if targets:
             try:
-                res = conn.realizer.apply(ScalingPlan({op: {NODE_TYPE: n} for op, n in targets.items()}, slot))
+                res = conn.realizer.apply(
+                    ScalingPlan({op: {NODE_TYPE: n} for op, n in targets.items()}, slot)
+                )
             except ConnectorError as exc:  # e.g. the bounded job finished meanwhile
                 log(f"  {name} period {slot}: apply failed: {str(exc)[:160]}")
                 result.failed_applies += 1

@@ -23,8 +23,9 @@ from the start of a task, so during its first minute they underestimate. A verte
 ``SETTLE_S`` is incomplete ("metrics not settled"); up to ``METER_SPAN_S`` its rates are scaled by
 ``METER_SPAN_S / running time`` (noted in ``reason``).
 
-Incomplete: job not RUNNING, a vertex not RUNNING (restarting) or not settled, a metric missing/NaN, or a busy
-vertex whose rate is still 0 (meters not updated yet, e.g. while Python workers start) ->
+Incomplete: job not RUNNING, a vertex not RUNNING (restarting) or not settled, a metric missing/NaN, a busy
+vertex whose rate is still 0 (meters not updated yet, e.g. while Python workers start), or a vertex in its first
+``METER_SPAN_S`` whose records flow but whose busy time is still exactly 0 (the gauge has not caught up) ->
 ``complete=False`` with the reason, never zeros.
 """
 
@@ -171,6 +172,10 @@ class FlinkMonitor(Monitor):
             busy = None  # legacy sources report no busy time
         else:
             busy = min(max(busy_ms / 1000.0, 0.0), 1.0)
+        if busy == 0.0 and rate > 0 and op not in self.sources and running_s < METER_SPAN_S:
+            # records flow but no busy time yet: the busy-time gauge has not caught up with a fresh vertex
+            why = f"vertex {vertex.name!r}: no busy time measured yet ({running_s:.0f} s after start)"
+            return OperatorMetrics(op, dep, complete=False, reason=why)
         if rate <= 0 and (busy or 0) > 0.05:
             # busy but no record counted: the meters have not caught up (e.g. Python workers starting)
             why = f"vertex {vertex.name!r}: busy {busy:.2f} but no {rate_name} yet (meters not updated)"

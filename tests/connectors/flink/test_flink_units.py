@@ -8,7 +8,7 @@ import pytest
 
 from autoscaler.schemas.connectors import validate_connector
 from connectors.flink.binding import BindingError, Vertex, resolve
-from connectors.flink.monitor import spread
+from connectors.flink.monitor import METER_SPAN_S, FlinkMonitor, spread
 from connectors.flink.pipelines.trace_source import Schedule, expected_counts, is_stop_word, sentence
 
 VERTICES = [
@@ -80,3 +80,37 @@ def test_bench_flink_rejects_bad_options_before_starting_anything(args, message)
     with pytest.raises(CommandError) as err:
         call_command("bench_flink", *args)
     assert message in str(err.value)
+
+
+class _MetricsOnly:
+    """A REST stand-in that answers one vertex's metric query with fixed values (no cluster needed)."""
+
+    def __init__(self, values: dict[str, float]) -> None:
+        self.values = values
+
+    def vertex_metrics(self, job_id: str, vertex_id: str, names: list[str]) -> dict[str, dict[str, float]]:
+        return {n: {"sum": v, "avg": v} for n, v in self.values.items()}
+
+
+class _Job:
+    def __init__(self, values: dict[str, float]) -> None:
+        self.rest = _MetricsOnly(values)
+
+
+@pytest.mark.parametrize(
+    "busy_ms, running_s, complete",
+    [(0.0, 20.0, False), (0.0, METER_SPAN_S + 5, True), (12.0, 20.0, True)],
+)
+def test_zero_busy_time_of_a_fresh_vertex_with_flowing_records_is_incomplete(busy_ms, running_s, complete):
+    values = {
+        "numRecordsInPerSecond": 28.0,
+        "busyTimeMsPerSecond": busy_ms,
+        "backPressuredTimeMsPerSecond": 0.0,
+    }
+    monitor = FlinkMonitor(_Job(values), {"splitter": {"vm.small": 2}}, [], {"sentences"})
+    m = monitor._operator("job", "splitter", Vertex("b2", "splitter", 2), "RUNNING", running_s)
+    assert m.complete is complete
+    if complete:
+        assert m.utilisation == pytest.approx(busy_ms / 1000.0) and m.input_rate > 0
+    else:
+        assert m.input_rate is None and m.utilisation is None and "no busy time measured yet" in m.reason
