@@ -1,4 +1,8 @@
-"""Decision explorer: ``/decisions/`` (filterable table) and ``/decisions/<id>/`` (one decision in full)."""
+"""Decision explorer: ``/decisions/`` (filterable table) and ``/decisions/<id>/`` (one decision in full).
+
+A decision's time is the time of the period it is about, ``slot * period_s`` (s since the epoch, UTC), the time
+the dashboard's charts place it at; the table shows, orders and filters by that time, not by when the row was
+written (a backfilled or replayed decision is listed with the period it is about)."""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ import datetime as dt
 from django import forms
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
+from django.db.models import ExpressionWrapper, F, FloatField, QuerySet
 from django.shortcuts import get_object_or_404, render
 
 from autoscaler.control.models import Decision
@@ -25,7 +30,7 @@ OBSERVED_FIELDS = (
 
 
 class DecisionFilter(forms.Form):
-    """Filters of the decision table; times are UTC."""
+    """Filters of the decision table; times are UTC and bound the period a decision is about."""
 
     application = forms.ChoiceField(required=False, label="Application")
     operator = forms.CharField(required=False, max_length=63, label="Operator")
@@ -36,7 +41,10 @@ class DecisionFilter(forms.Form):
     )
     outcome = forms.ChoiceField(required=False, label="Outcome")
     since = forms.DateTimeField(
-        required=False, label="From (UTC)", widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
+        required=False,
+        label="From (UTC)",
+        help_text="time of the period a decision is about, as on the charts",
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
     )
     until = forms.DateTimeField(
         required=False, label="Until (UTC)", widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
@@ -59,13 +67,23 @@ def _utc(value: dt.datetime) -> dt.datetime:
     return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
 
 
+def with_period_time(qs: QuerySet) -> QuerySet:
+    """``qs`` annotated with ``period_t``: the time of the decision's period, ``slot * period_s`` (s, epoch)."""
+    return qs.annotate(period_t=ExpressionWrapper(F("slot") * F("tick__period_s"), output_field=FloatField()))
+
+
+def period_time(d: Decision) -> dt.datetime:
+    """The time (UTC) of the period decision ``d`` is about, as the dashboard's charts place it."""
+    return dt.datetime.fromtimestamp(d.slot * d.tick.period_s, tz=dt.UTC)
+
+
 @login_required
 def decision_list(request):
     apps = list(
         Application.objects.filter(owner=request.user).order_by("name").values_list("name", flat=True)
     )
     form = DecisionFilter(request.GET or None, apps=apps)
-    qs = Decision.objects.filter(application__owner=request.user)
+    qs = with_period_time(Decision.objects.filter(application__owner=request.user))
     selected_app = None
     if form.is_bound and form.is_valid():
         f = form.cleaned_data
@@ -83,13 +101,15 @@ def decision_list(request):
         if f["outcome"]:
             qs = qs.filter(outcome=f["outcome"])
         if f["since"]:
-            qs = qs.filter(created_at__gte=_utc(f["since"]))
+            qs = qs.filter(period_t__gte=_utc(f["since"]).timestamp())
         if f["until"]:
-            qs = qs.filter(created_at__lt=_utc(f["until"]))
+            qs = qs.filter(period_t__lt=_utc(f["until"]).timestamp())
     elif form.is_bound:
         qs = qs.none()
-    qs = qs.select_related("application", "operator", "tick").order_by("-id")
+    qs = qs.select_related("application", "operator", "tick").order_by("-period_t", "-id")
     page = Paginator(qs, PAGE_SIZE).get_page(request.GET.get("page"))
+    for d in page:
+        d.period_time = period_time(d)
     query = request.GET.copy()
     query.pop("page", None)
     return render(
@@ -141,14 +161,13 @@ def decision_detail(request, pk: int):
     siblings = Decision.objects.filter(operator=d.operator)
     prev_d = siblings.filter(slot__lt=d.slot).order_by("-slot").values_list("id", flat=True).first()
     next_d = siblings.filter(slot__gt=d.slot).order_by("slot").values_list("id", flat=True).first()
-    time_s = d.slot * d.tick.period_s
     return render(
         request,
         "dashboard/monitor/decision_detail.html",
         {
             "d": d,
             "app": d.application,
-            "time": dt.datetime.fromtimestamp(time_s, tz=dt.UTC),
+            "time": period_time(d),
             "explanation": explanation,
             "alternatives": alternatives,
             "observed": observed,

@@ -314,3 +314,37 @@ def test_dashboard_answers_are_cached_until_a_new_period_arrives(recorded, monke
     assert len(calls) == 2
     drive(recorded, 1, BASE_SLOT + TICKS)
     assert monitor_data.dashboard_data(recorded, "all")["rows"] == TICKS + 1 and len(calls) == 3
+
+
+def test_decision_time_filter_uses_the_period_the_decision_is_about(alice, alice_client):
+    """A decision written now about a period of last week is found by a filter on last week, not on today."""
+    import datetime as dt
+
+    app = simulated_pipeline("late", n_operators=1, owner="alice", om_policy="threshold")
+    now = dt.datetime.now(dt.UTC).replace(second=0, microsecond=0)
+    week_ago = now - dt.timedelta(days=7)
+    backfilled = int(week_ago.timestamp() // 60)
+    drive(app, 1, backfilled)  # run (and written) now, about a period one week ago
+    d = Decision.objects.get(application=app)
+    assert d.created_at >= now - dt.timedelta(minutes=5), "the row is written now"
+
+    def found(since: dt.datetime, until: dt.datetime) -> list[int]:
+        fmt = "%Y-%m-%dT%H:%M"
+        r = alice_client.get(f"/decisions/?since={since.strftime(fmt)}&until={until.strftime(fmt)}")
+        assert r.status_code == 200 and not r.context["form"].errors
+        return [x.id for x in r.context["page"]]
+
+    day = dt.timedelta(days=1)
+    assert found(week_ago - day, week_ago + day) == [d.id]
+    assert found(now - day, now + day) == []
+    # the bounds are the period's time (slot * period_s): From is inclusive, Until exclusive
+    t = dt.datetime.fromtimestamp(backfilled * 60, tz=dt.UTC)
+    assert found(t, t + dt.timedelta(minutes=1)) == [d.id]
+    assert found(t - dt.timedelta(minutes=1), t) == []
+    # the table shows the period's time (as on the charts), and lists the latest period first
+    drive(app, 1, int(now.timestamp() // 60))
+    r = alice_client.get("/decisions/?application=late")
+    rows = list(r.context["page"])
+    assert [x.slot for x in rows] == sorted((x.slot for x in rows), reverse=True)
+    assert rows[-1].id == d.id
+    assert t.strftime("%Y-%m-%d %H:%M:%S") in r.content.decode()
