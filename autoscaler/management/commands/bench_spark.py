@@ -147,21 +147,28 @@ class Command(BaseCommand):
             f"minutes), rates x {cfg.rate_scale:g}; micro-batch {cfg.interval_s:g} s, control period "
             f"{cfg.period_s:g} s, R_max = {cfg.r_max_s:g} s (mean e2e latency per period), K_max = {cfg.k_max}. "
             f"Static peak = {peak}, static mean = {mean} executors (1 core each). Ratios are against static "
-            "peak in the same run. Prediction = fluid queue with the executor series of the run and the "
-            "capacity per executor fitted from its batches. Runs this short say little about learning "
+            "peak in the same run. Predictions for the run's own executor series: fluid = a fluid queue with "
+            "the capacity per executor fitted from its batches (carries backlog); sim = the project "
+            "simulator's M/G/1 model fitted from the run's per-record service times (mean, variance) plus 1.5 "
+            "micro-batch intervals (connectors/spark/bench/prediction.py). Runs this short say little about learning "
             "policies; the numbers are what was measured, on a machine shared with other jobs.",
             "",
-            "| strategy | periods | viol. % (pred.) | mean R s (pred.) | core-s | vs peak | cost $ | reconf. | "
+            "| strategy | periods | viol. % (fluid / sim) | mean R s (fluid / sim) | core-s | vs peak | cost $ | reconf. | "
             "apply mean/max s | downtime max s | trips | lost | dup. | error |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in results:
             ratio = f"{r.core_seconds / base.core_seconds:.2f}" if base else "-"
             lines.append(
-                f"| {r.strategy} | {r.periods} | {r.violations_pct:.0f} ({r.pred_violations_pct:.0f}) | "
-                f"{r.latency_mean_s:.1f} ({r.pred_latency_mean_s:.1f}) | {r.core_seconds:.0f} | {ratio} | "
+                f"| {r.strategy} | {r.periods} | {r.violations_pct:.0f} ({r.pred_violations_pct:.0f} / {_num(r.sim_violations_pct, 0)}) | "
+                f"{r.latency_mean_s:.1f} ({r.pred_latency_mean_s:.1f} / {_num(r.sim_latency_mean_s, 1)}) | {r.core_seconds:.0f} | {ratio} | "
                 f"{r.cost_usd:.5f} | {r.reconfigurations} | {r.apply_mean_s:.1f}/{r.apply_max_s:.1f} | "
                 f"{r.downtime_max_s:.1f} | {r.got}/{r.expected} | {r.lost} | {r.duplicated} | "
                 f"{r.error[:60] or '-'} |"
             )
         return "\n".join(lines) + "\n"
+
+
+def _num(value: float | None, digits: int) -> str:
+    """``value`` rounded to ``digits`` decimals, "-" when there is none."""
+    return "-" if value is None else f"{value:.{digits}f}"

@@ -6,5 +6,7 @@
   the project's OM policies (``policies.registry``) as per-period controllers;
 - ``runner``: runs one strategy on a standalone cluster and measures it (violations, executor-core-seconds,
   cost, reconfigurations, apply time, records lost/duplicated, and a fluid-queue prediction fitted from the
-  recorded metrics).
+  recorded metrics);
+- ``prediction``: the project simulator's M/G/1 model fitted from the run's service times, replayed on the run's
+  executor series (the sim-to-real gap).
 """

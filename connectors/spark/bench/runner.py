@@ -26,6 +26,7 @@ from connectors.spark.pipelines.taxi import zone_totals
 from connectors.spark.trace_source import TraceSchedule, expected_zone_trips, load_trace
 
 from .ingest_stub import IngestStub
+from .prediction import simulator_prediction
 from .strategies import PeriodStats, Strategy
 
 PROFILE = {"name": "exec.small", "cores": 1, "memoryMiB": 512}
@@ -80,6 +81,8 @@ class RunResult:
     duplicated: int = 0
     pred_violations_pct: float = 0.0
     pred_latency_mean_s: float = 0.0
+    sim_violations_pct: float | None = None  # the project simulator's M/G/1 model, see prediction.py
+    sim_latency_mean_s: float | None = None
     mu_per_executor: float = 0.0
     error: str = ""
     series: list[dict[str, Any]] = field(default_factory=list)
@@ -241,6 +244,9 @@ def run_strategy(cfg: BenchConfig, strategy: Strategy, log=print) -> RunResult: 
         res.pred_violations_pct, res.pred_latency_mean_s = fluid_prediction(
             cfg, res.series, res.mu_per_executor, t0
         )
+        sim = simulator_prediction(res.series, sched.rate_at, t0, cfg.interval_s, cfg.r_max_s)
+        if sim is not None:
+            res.sim_violations_pct, res.sim_latency_mean_s = sim
     return res
 
 

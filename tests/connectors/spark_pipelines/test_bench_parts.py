@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from connectors.spark.bench.ingest_stub import IngestStub
+from connectors.spark.bench.prediction import fitted_model, service_times_s, simulator_prediction
 from connectors.spark.bench.runner import BenchConfig, fluid_prediction, period_stats, static_sizes
 from connectors.spark.bench.strategies import DS2, OMPolicy, PeriodStats, StreamingRule
 
@@ -89,3 +90,23 @@ def test_period_stats_and_fluid_prediction(tmp_path: Path):
     assert bad_viol > 0 and bad_lat > ok_lat  # too little capacity: the backlog grows
     peak, mean = static_sizes(cfg)
     assert peak >= mean >= 1
+
+
+def _period(start: float, executors: int, processed: float, busy: float) -> dict:
+    return {"start": start, "end": start + 10.0, "executors": executors, "processed_rate": processed,
+            "busy_s_per_s": busy}  # fmt: skip
+
+
+def test_simulator_prediction_fits_the_runs_service_times_and_replays_its_executors():
+    # one record costs 20 ms on one executor in every period (busy x k / rate = 0.02 s)
+    series = [_period(0.0, 1, 25.0, 0.5), _period(10.0, 2, 50.0, 0.5), _period(20.0, 2, 40.0, 0.4)]
+    assert service_times_s(series) == pytest.approx([0.02, 0.02, 0.02])
+    model = fitted_model(series)
+    assert model.service_mean_s == pytest.approx(0.02) and model.service_var_s2 == pytest.approx(0.0)
+    # 25 tuples/s on 1 executor (rho 0.5) and on 2: M/D/1 sojourn + 1.5 x 2 s of micro-batching
+    viol, mean = simulator_prediction(series, lambda s: 25.0, 0.0, interval_s=2.0, r_max_s=10.0)
+    assert viol == 0.0 and 3.0 < mean < 3.1
+    # 60 tuples/s exceeds one executor's 50/s: that period is unstable, counted as a violation
+    viol, _ = simulator_prediction(series, lambda s: 60.0, 0.0, interval_s=2.0, r_max_s=10.0)
+    assert viol == pytest.approx(100.0 / 3)
+    assert simulator_prediction(series[:1], lambda s: 25.0, 0.0, 2.0, 10.0) is None  # one period: no fit
