@@ -1,4 +1,5 @@
-"""Fixtures of the control-plane tests: users, API clients with tokens, the example manifests."""
+"""Fixtures of the control-plane tests: API clients with tokens for the users of ``tests/conftest.py``, and
+the example manifests' folder."""
 
 from __future__ import annotations
 
@@ -8,24 +9,7 @@ import pytest
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from autoscaler import manifests
-
 EXAMPLES = Path(__file__).resolve().parents[2] / "manifests" / "examples"
-
-
-@pytest.fixture
-def alice(django_user_model):
-    return django_user_model.objects.create_user("alice", password="pw-alice-1")
-
-
-@pytest.fixture
-def bob(django_user_model):
-    return django_user_model.objects.create_user("bob", password="pw-bob-1")
-
-
-@pytest.fixture
-def staff(django_user_model):
-    return django_user_model.objects.create_user("ops", password="pw-ops-1", is_staff=True)
 
 
 def token_client(user) -> APIClient:
@@ -47,18 +31,3 @@ def bob_api(bob) -> APIClient:
 @pytest.fixture
 def staff_api(staff) -> APIClient:
     return token_client(staff)
-
-
-@pytest.fixture
-def shared(db):
-    """The example catalogs and regions, applied as they ship."""
-    docs = []
-    for name in ("catalog-vm-example.yaml", "catalog-infra-a.yaml", "catalog-infra-b.yaml", "regions.yaml"):
-        docs += manifests.parse_documents((EXAMPLES / name).read_text())
-    return manifests.apply_documents(docs, None)
-
-
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings):
-    """Tests create users with passwords; the production hasher is deliberately slow."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -1,5 +1,6 @@
-"""Fixtures of the web-app tests: users, logged-in Django clients, the example catalogs and regions, and
-(for ``tests/web/browser``) a headless Chromium driven by Playwright against pytest-django's ``live_server``."""
+"""Fixtures of the web-app tests: logged-in Django clients for the users of ``tests/conftest.py``, a helper
+applying example manifests, and (for ``tests/web/browser``) a headless Chromium driven by Playwright against
+pytest-django's ``live_server``."""
 
 from __future__ import annotations
 
@@ -13,27 +14,6 @@ from autoscaler import manifests
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "manifests" / "examples"
-
-
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings):
-    """Tests create users with passwords; the production hasher is deliberately slow."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture
-def alice(django_user_model):
-    return django_user_model.objects.create_user("alice", password="pw-alice-1")
-
-
-@pytest.fixture
-def bob(django_user_model):
-    return django_user_model.objects.create_user("bob", password="pw-bob-1")
-
-
-@pytest.fixture
-def staff(django_user_model):
-    return django_user_model.objects.create_user("ops", password="pw-ops-1", is_staff=True)
 
 
 def client_for(user) -> Client:
@@ -58,19 +38,11 @@ def staff_client(staff) -> Client:
 
 
 def apply_examples(*names: str, owner=None) -> list:
+    """Apply the example manifests ``names`` (files of ``manifests/examples``) for ``owner``; the applied objects."""
     docs = []
     for name in names:
         docs += manifests.parse_documents((EXAMPLES / name).read_text())
     return manifests.apply_documents(docs, owner)
-
-
-SHARED_EXAMPLES = ("catalog-vm-example.yaml", "catalog-infra-a.yaml", "catalog-infra-b.yaml", "regions.yaml")
-
-
-@pytest.fixture
-def shared(db):
-    """The example catalogs (``vm-example``, ``infra-a``, ``infra-b``) and regions, applied as they ship."""
-    return apply_examples(*SHARED_EXAMPLES)
 
 
 # ---- browser tests: Playwright (Python) driving Debian's Chromium headless -----------------------------------

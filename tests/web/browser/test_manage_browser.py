@@ -14,8 +14,6 @@ import yaml
 from autoscaler import models as m
 
 from ..conftest import (
-    SHARED_EXAMPLES,
-    apply_examples,
     horizontal_overflow,
     login,
     screenshot,
@@ -34,9 +32,8 @@ def fill_row(pg, prefix: str, i: int, **values: str) -> None:
             locator.fill(value)
 
 
-def test_register_edit_start_and_fleet(logged_in_page):
+def test_register_edit_start_and_fleet(logged_in_page, shared):
     pg = logged_in_page
-    apply_examples(*SHARED_EXAMPLES)
     screenshot(pg, "fleet-empty")
     pg.get_by_role("link", name="Register application").first.click()
     pg.wait_for_url("**/applications/new/")
@@ -122,9 +119,8 @@ spec: {application: uploaded, operator: b, region: vm-local, replicas: {vm.small
 """
 
 
-def test_manifest_upload_download_and_delete(logged_in_page, tmp_path):
+def test_manifest_upload_download_and_delete(logged_in_page, shared, tmp_path):
     pg = logged_in_page
-    apply_examples(*SHARED_EXAMPLES)
     pg.get_by_role("link", name="Manifests", exact=True).click()
     bad = tmp_path / "bad.yaml"
     bad.write_text(MANIFESTS.replace("REPLICAS", "9"))  # 9 replicas > maxParallelism 4: the whole file fails
