@@ -7,6 +7,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.db.models import OuterRef, Subquery
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse
@@ -36,8 +37,13 @@ def decision_url(decision_id: int) -> str:
 
 
 def fleet_rows(user) -> list[dict[str, Any]]:
-    """One row per application of ``user`` (a fixed number of queries, whatever the number of applications)."""
-    apps = list(m.Application.objects.filter(owner=user).order_by("name"))
+    """One row per application of ``user`` (a fixed number of queries, whatever the number of applications).
+
+    The last decision is the one about the latest period (highest slot), on any database."""
+    latest = Decision.objects.filter(application=OuterRef("pk")).order_by("-slot", "-id").values("id")[:1]
+    apps = list(
+        m.Application.objects.filter(owner=user).order_by("name").annotate(last_decision_id=Subquery(latest))
+    )
     ids = [a.id for a in apps]
     controls = {c.application_id: c for c in ApplicationControl.objects.filter(application_id__in=ids)}
     deployments: dict[int, list[m.Deployment]] = {}
@@ -45,15 +51,12 @@ def fleet_rows(user) -> list[dict[str, Any]]:
         "region", "operator"
     ):
         deployments.setdefault(dep.operator.application_id, []).append(dep)
-    last: dict[int, Decision] = {}
-    for decision in (
-        Decision.objects.filter(application_id__in=ids)
-        .order_by("application_id", "-created_at", "-id")
-        .distinct("application_id")
-        if _distinct_on()
-        else _last_decisions(ids)
-    ):
-        last[decision.application_id] = decision
+    last = {
+        d.application_id: d
+        for d in Decision.objects.filter(
+            id__in=[a.last_decision_id for a in apps if a.last_decision_id is not None]
+        ).select_related("operator")
+    }
     prices = node_type_prices()
     # one reverse() per page, not per row: names are URL-safe ([A-Za-z0-9._-]) so substitution is exact
     edit_url = reverse("dashboard:app-edit", args=["@@app@@"])
@@ -84,21 +87,6 @@ def fleet_rows(user) -> list[dict[str, Any]]:
             }
         )
     return rows
-
-
-def _distinct_on() -> bool:
-    from django.db import connection
-
-    return connection.features.can_distinct_on_fields
-
-
-def _last_decisions(ids: list[int]) -> list[Decision]:
-    out = []
-    for app_id in ids:
-        found = Decision.objects.filter(application_id=app_id).order_by("-created_at", "-id").first()
-        if found is not None:
-            out.append(found)
-    return out
 
 
 @login_required

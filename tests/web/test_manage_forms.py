@@ -144,6 +144,22 @@ def test_form_and_api_give_the_same_error(alice, alice_client, shared, overrides
 def test_fleet_needs_a_fixed_number_of_queries(alice, alice_client, shared, django_assert_max_num_queries):
     for i in range(12):
         assert alice_client.post("/applications/new/", app_post(name=f"app{i}")).status_code == 302
+    # decisions of every application; the last one is about the latest period even when written earlier
+    from autoscaler.control.models import Decision, Tick
+    from autoscaler.models import Application
+
+    latest = {}
+    for app in Application.objects.filter(owner=alice):
+        op = app.operators.get(name="split")
+        for slot in (9, 7):  # slot 7 is written after slot 9 (a backfill): slot 9 stays the last decision
+            tick = Tick.objects.create(application=app, slot=slot, period_s=10, status="done")
+            d = Decision.objects.create(tick=tick, application=app, operator=op, slot=slot, outcome="applied")
+            latest.setdefault(app.name, d.id)
     with django_assert_max_num_queries(6):
         rows = fleet_rows(alice)
+        for r in rows:  # what the page shows of the last decision
+            assert r["decision"].operator.name == "split"
     assert [r["app"].name for r in rows][:3] == ["app0", "app1", "app10"]
+    assert {r["app"].name: r["decision"].id for r in rows} == latest
+    with django_assert_max_num_queries(12):  # the whole page: session, user, rows, no query per row
+        assert alice_client.get("/").status_code == 200
