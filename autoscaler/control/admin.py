@@ -3,6 +3,7 @@ from django.contrib import admin
 from .models import (
     AgentState,
     ApplicationControl,
+    Consolidation,
     Decision,
     RegionControl,
     RegionNode,
@@ -74,6 +75,12 @@ class RegionNodeAdmin(admin.ModelAdmin):
     list_display = ("region", "node_id", "node_type", "state", "provider", "acquired_slot", "released_slot")
     list_filter = ("state", "provider")
     search_fields = ("region__name", "node_id", "reason")
+
+
+@admin.register(Consolidation)
+class ConsolidationAdmin(admin.ModelAdmin):
+    list_display = ("region", "slot", "application", "status", "frees", "updated_at")
+    list_filter = ("status",)
 
 
 @admin.register(WaitingRequest)

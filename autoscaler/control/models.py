@@ -248,8 +248,15 @@ class RegionNode(models.Model):
     ready_at_s = models.FloatField(default=0.0)
     released_slot = models.BigIntegerField(null=True, blank=True)
     released_at_s = models.FloatField(null=True, blank=True)
-    reason = models.TextField(blank=True, default="", help_text="the RM/IM decision that acquired/released it")
+    reason = models.TextField(
+        blank=True, default="", help_text="the RM/IM decision that acquired/released it"
+    )
     details = models.JSONField(default=dict, blank=True)
+    replicas = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="replicas placed on it, one '<application id>/<operator>' entry each (one per core)",
+    )
 
     class Meta:
         ordering = ["region", "acquired_at_s", "id"]
@@ -274,3 +281,48 @@ class WaitingRequest(models.Model):
 
     def __str__(self) -> str:
         return f"{self.operator} waits for {self.slots} {self.node_type} slot(s) in {self.region}"
+
+
+class Consolidation(models.Model):
+    """An IM consolidation proposal to one application's AM (paper 004 Sec. 6.3): ``moves`` of its replicas
+    between ready nodes of the same type (replica counts per operator unchanged) so that the region's nodes
+    ``frees`` become empty and the RM/IM can release them. One row per (region, slot, application): the region
+    step of ``slot`` writes it once; a later step supersedes what is still pending.
+
+    ``status``: pending -> applying (in the plan of ``tick``) -> applied / failed; pending -> superseded.
+    ``outcome``: the AM's last word on it (applied, or why it was denied or deferred)."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        APPLYING = "applying"
+        APPLIED = "applied"
+        FAILED = "failed"
+        SUPERSEDED = "superseded"
+
+    region = models.ForeignKey(Region, on_delete=models.CASCADE, related_name="consolidations")
+    slot = models.BigIntegerField(help_text="the region step (RM slot) that proposed it")
+    application = models.ForeignKey(Application, on_delete=models.CASCADE, related_name="consolidations")
+    moves = models.JSONField(default=list, help_text="[{operator, node_type, from, to}] (node ids)")
+    frees = models.JSONField(
+        default=list, help_text="node ids left empty once every move of the slot is applied"
+    )
+    reason = models.TextField(blank=True, default="", help_text="the IM's reason")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    outcome = models.TextField(blank=True, default="", help_text="the AM's decision and its reason")
+    tick = models.ForeignKey(
+        Tick, null=True, blank=True, on_delete=models.SET_NULL, related_name="consolidations"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["region", "-slot", "application"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["region", "slot", "application"], name="unique_consolidation_per_region_slot_app"
+            )
+        ]
+        indexes = [models.Index(fields=["application", "status"])]
+
+    def __str__(self) -> str:
+        return f"consolidation {self.region}#{self.slot} for {self.application} ({self.status})"

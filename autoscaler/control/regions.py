@@ -21,10 +21,12 @@ provider the nodes the running deployments need are adopted as ready; with a rea
 nodes the provider runs that are not recorded are adopted, recorded nodes it no longer runs become ``lost`` (a
 booting node only one RM period after its ready time: new nodes may register with their cluster late).
 An acquired node is ``booting`` until ``acquired + Region.provisioningDelayS``, then ``ready``; only ready nodes
-host replicas and count as capacity. A release stops only idle nodes: a ready node is busy when the replicas the
-region's applications run (one per core) need it (the first nodes of a type, oldest first, are filled first) or
-when the provider says so. Provider failures are recorded (``RegionTick.executed`` / ``RegionControl.last_error``)
-and the RM is told what was really done.
+host replicas and count as capacity. A release stops only idle nodes: a ready node is busy when the placement
+ledger (``autoscaler.control.placement``, reconciled with what runs at every step) puts a replica on it, or when
+the provider says so. After the grants the IM proposes consolidations to the AMs
+(``autoscaler.control.consolidation``): moves that empty partly used nodes, which the RM/IM releases once they
+are idle. Provider failures are recorded (``RegionTick.executed`` / ``RegionControl.last_error``) and the RM is
+told what was really done.
 
 State given to the RM: ``active`` = ready nodes per type, ``pending`` = booting, ``idle`` = ready and not busy,
 ``used_slots``/``total_slots`` = replicas running / slots on ready nodes, ``utilisation`` = used / total slots,
@@ -48,9 +50,10 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Q, Sum
 
-from autoscaler.control.models import RegionControl, RegionNode, RegionTick, SimulatedEngine, WaitingRequest
+from autoscaler.control import consolidation, placement
+from autoscaler.control.models import RegionControl, RegionNode, RegionTick, WaitingRequest
 from autoscaler.control.nodes import LedgerProvider, active_nodes, region_provider
-from autoscaler.models import Application, Deployment, Region
+from autoscaler.models import Application, Region
 from connectors.infrastructure import NodeProvider, NodeSpec, ProviderError
 from connectors.providers import ProviderUnavailable
 from policies import registry
@@ -86,8 +89,10 @@ def region_period_s(region: Region, control: RegionControl | None = None) -> flo
     control = control or RegionControl.objects.filter(region=region).first()
     if control is not None and control.rm_period_s:
         return float(control.rm_period_s)
-    periods = placed_applications(region).filter(state=Application.State.RUNNING).values_list(
-        "om_period_s", flat=True
+    periods = (
+        placed_applications(region)
+        .filter(state=Application.State.RUNNING)
+        .values_list("om_period_s", flat=True)
     )
     return float(min(periods, default=rm_period_s()))
 
@@ -131,20 +136,14 @@ def catalog_of(region: Region) -> tuple[PolicyNodeType, ...]:
     )
 
 
-def used_replicas(region: Region, names: list[str]) -> np.ndarray:
-    """Replicas per node type the region's applications run now (the simulated engine's deployment when there
-    is one, else the stored Deployment)."""
+def used_replicas(
+    region: Region, names: list[str], running: dict[str, dict[str, int]] | None = None
+) -> np.ndarray:
+    """Replicas per node type the region's applications run now (``placement.running_replicas``)."""
     used = np.zeros(len(names), dtype=np.int64)
     index = {n: i for i, n in enumerate(names)}
-    deps = list(Deployment.objects.filter(region=region).select_related("operator"))
-    app_ids = {d.operator.application_id for d in deps}
-    engines = {
-        e.application_id: e.deployments or {}
-        for e in SimulatedEngine.objects.filter(application_id__in=app_ids).only("application_id", "deployments")
-    }
-    for dep in deps:
-        running = engines.get(dep.operator.application_id, {}).get(dep.operator.name, dep.replicas)
-        for t, n in running.items():
+    for per_type in (placement.running_replicas(region) if running is None else running).values():
+        for t, n in per_type.items():
             if t in index:
                 used[index[t]] += int(n)
     return used
@@ -183,7 +182,8 @@ def _step(region, control, row, slot, period_s, now_s, provider) -> dict[str, An
     row.period_s = period_s
     executed: list[dict[str, Any]] = []
     rows = active_nodes(region)
-    used = used_replicas(region, names)
+    running = placement.running_replicas(region)
+    used = used_replicas(region, names, running)
     needed = np.ceil(used / cores).astype(np.int64)
     # ---- the provider and the durable node record ------------------------------------------------------
     try:
@@ -210,7 +210,8 @@ def _step(region, control, row, slot, period_s, now_s, provider) -> dict[str, An
     booting = [r for r in rows if r.state == RegionNode.State.BOOTING]
     active = np.array([sum(r.node_type == n for r in ready) for n in names], dtype=np.int64)
     pending = np.array([sum(r.node_type == n for r in booting) for n in names], dtype=np.int64)
-    busy_ids = _busy(ready, names, needed, provider)
+    unplaced = placement.reconcile(ready, running, {n: int(c) for n, c in zip(names, cores, strict=True)})
+    busy_ids = _busy(ready, unplaced, provider)
     idle = np.array(
         [sum(r.node_type == n and r.node_id not in busy_ids for r in ready) for n in names], dtype=np.int64
     )
@@ -230,8 +231,12 @@ def _step(region, control, row, slot, period_s, now_s, provider) -> dict[str, An
         int(waiting["n"] or 0),
     )
     # ---- RM (learn from the period that ended, propose) and IM (grant) ----------------------------------
-    rm = registry.load("rm", rm_name)(region.name, catalog, k_max=region.max_nodes, params=rm_params, seed=region.pk)
-    prev = RegionTick.objects.filter(region=region, slot__lt=slot).exclude(policy="").order_by("-slot").first()
+    rm = registry.load("rm", rm_name)(
+        region.name, catalog, k_max=region.max_nodes, params=rm_params, seed=region.pk
+    )
+    prev = (
+        RegionTick.objects.filter(region=region, slot__lt=slot).exclude(policy="").order_by("-slot").first()
+    )
     same = control.rm_policy == rm_name and control.rm_params == rm_params
     if prev is not None and prev.agent_state and prev.policy == rm_name and same:
         rm.load_state(bytes(prev.agent_state))
@@ -259,9 +264,13 @@ def _step(region, control, row, slot, period_s, now_s, provider) -> dict[str, An
             n = 0
         done[id(d.proposal)] = n
     rm.granted(proposals, [done.get(id(p), 0) for p in proposals])
-    # ---- record --------------------------------------------------------------------------------------------
+    # ---- IM post-reconfiguration step: consolidation proposals for the applications' AMs -----------------
     ready_after = [r for r in rows if r.state == RegionNode.State.READY]
-    ready_slots = {n: int(sum(r.node_type == n for r in ready_after) * c) for n, c in zip(names, cores, strict=True)}
+    proposed = consolidation.propose(region, im, catalog, ready_after, slot)
+    # ---- record --------------------------------------------------------------------------------------------
+    ready_slots = {
+        n: int(sum(r.node_type == n for r in ready_after) * c) for n, c in zip(names, cores, strict=True)
+    }
     row.policy = rm_name
     row.state = {
         "node_types": names,
@@ -279,9 +288,20 @@ def _step(region, control, row, slot, period_s, now_s, provider) -> dict[str, An
         "rm": {"policy": rm_name, "params": rm_params, "source": rm_source},
         "im": {"policy": im_name, "params": im_params, "source": im_source},
         "provider": provider.kind,
+        "placement": placement.layout(ready_after),
+        "unplaced": unplaced,
+        "consolidation": [
+            {"application": c.application_id, "moves": c.moves, "frees": c.frees, "reason": c.reason}
+            for c in proposed
+        ],
     }
     row.proposals = [
-        {"node_type": p.node_type, "delta": p.delta, "reason": p.reason, "explanation": _finite(p.explanation)}
+        {
+            "node_type": p.node_type,
+            "delta": p.delta,
+            "reason": p.reason,
+            "explanation": _finite(p.explanation),
+        }
         for p in proposals
     ]
     row.decisions = [
@@ -309,13 +329,17 @@ def _step(region, control, row, slot, period_s, now_s, provider) -> dict[str, An
         )
         row.warnings = warnings
         row.save(update_fields=["warnings"])
-    control.capacity = {} if foreign else {
-        "version": int((control.capacity or {}).get("version", 0)) + 1,
-        "granted": {},
-        "slot": slot,
-        "ready_slots": ready_slots,
-        "used_slots": {n: int(u) for n, u in zip(names, used, strict=True)},
-    }
+    control.capacity = (
+        {}
+        if foreign
+        else {
+            "version": int((control.capacity or {}).get("version", 0)) + 1,
+            "granted": {},
+            "slot": slot,
+            "ready_slots": ready_slots,
+            "used_slots": {n: int(u) for n, u in zip(names, used, strict=True)},
+        }
+    )
     errors = [e["error"] for e in executed if "error" in e]
     control.last_error = f"slot {slot}: {errors[-1]}" if errors else ""
     control.save()
@@ -341,7 +365,9 @@ def _adopt_needed(region, provider, names, needed, slot, now_s, specs) -> list[R
         if n <= 0:
             continue
         t = specs[name]
-        for node in provider.acquire(NodeSpec(name, t.cores, t.memory_mib, t.speedup, t.price_per_hour), int(n)):
+        for node in provider.acquire(
+            NodeSpec(name, t.cores, t.memory_mib, t.speedup, t.price_per_hour), int(n)
+        ):
             rows.append(
                 RegionNode(
                     region=region,
@@ -358,7 +384,9 @@ def _adopt_needed(region, provider, names, needed, slot, now_s, specs) -> list[R
     return RegionNode.objects.bulk_create(rows)
 
 
-def _reconcile(region, rows, seen, slot, now_s, kind, grace_s) -> tuple[list[RegionNode], list[dict[str, Any]]]:
+def _reconcile(
+    region, rows, seen, slot, now_s, kind, grace_s
+) -> tuple[list[RegionNode], list[dict[str, Any]]]:
     """Adopt what the provider runs unrecorded; a recorded node the provider does not report is lost, except a
     booting node until one period after its ready time (a new node may register with its cluster late)."""
     changes = []
@@ -393,11 +421,10 @@ def _reconcile(region, rows, seen, slot, now_s, kind, grace_s) -> tuple[list[Reg
     return kept, changes
 
 
-def _busy(ready: list[RegionNode], names: list[str], needed: np.ndarray, provider: NodeProvider) -> set[str]:
-    """Ready nodes that host replicas: per type the oldest ``needed`` ones, plus those the provider calls busy."""
-    busy: set[str] = set()
-    for name, n in zip(names, needed, strict=True):
-        busy.update(r.node_id for r in [r for r in ready if r.node_type == name][: int(n)])
+def _busy(ready: list[RegionNode], unplaced: dict[str, int], provider: NodeProvider) -> set[str]:
+    """Ready nodes that host replicas in the placement ledger (all of a type with unplaced replicas), plus
+    those the provider calls busy."""
+    busy = placement.busy_nodes(ready, unplaced)
     if isinstance(provider, LedgerProvider):
         provider.mark_busy(busy)
     else:
@@ -438,7 +465,11 @@ def _acquire(region, provider, t, n, slot, now_s, reason, rows, executed) -> int
 
 
 def _release(region, provider, name, n, busy_ids, slot, now_s, reason, rows, executed) -> int:
-    idle = [r for r in rows if r.node_type == name and r.state == RegionNode.State.READY and r.node_id not in busy_ids]
+    idle = [
+        r
+        for r in rows
+        if r.node_type == name and r.state == RegionNode.State.READY and r.node_id not in busy_ids
+    ]
     chosen = [r.node_id for r in reversed(idle)][:n]  # newest first
     if not chosen:
         return 0
@@ -453,7 +484,9 @@ def _release(region, provider, name, n, busy_ids, slot, now_s, reason, rows, exe
         r.reason = f"{r.reason}; released: {reason}"
     RegionNode.objects.bulk_update(gone, ["state", "released_slot", "released_at_s", "reason"])
     refused = [i for i in chosen if i not in stopped]
-    executed.append({"released": sorted(stopped), "node_type": name, **({"refused": refused} if refused else {})})
+    executed.append(
+        {"released": sorted(stopped), "node_type": name, **({"refused": refused} if refused else {})}
+    )
     return len(stopped)
 
 

@@ -27,7 +27,7 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from autoscaler.control import aggregates
+from autoscaler.control import aggregates, consolidation
 from autoscaler.control import capacity as region_capacity
 from autoscaler.control.models import (
     AGENT_STATE_FORMAT,
@@ -339,7 +339,9 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
         violated_app = violated_any
     for attempt in range(region_capacity.RETRIES + 1):
         # the AM grants within the provisioned capacity; scale-outs are reserved (re-arbitrate on a conflict)
-        capacity = region_capacity.read(topo, [r.k for r in requests], freeze=attempt == region_capacity.RETRIES)
+        capacity = region_capacity.read(
+            topo, [r.k for r in requests], freeze=attempt == region_capacity.RETRIES
+        )
         arbiter = Arbiter(
             app.eta_r,
             1.0,
@@ -413,6 +415,9 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
     if waiting or app_mem.get("waiting"):
         _record_waiting(app, topo, waiting, tick.slot)
         app_mem["waiting"] = len(waiting)
+    # the IM's pending consolidation: in this period's batched reconfiguration, or its own if a token is left
+    consolidation.take(app, tick, decisions, plan, before, arbiter.bucket)
+    control.bucket_tokens = arbiter.bucket.tokens
     # persist: agent states, decisions, aggregates, ledger -- one transaction (the caller's)
     _save_agents(topo, policies, agents, tick.slot, control.am_config_version)
     Decision.objects.bulk_create(decisions)
@@ -605,6 +610,7 @@ def _record_apply(app: Application, tick_id: int, result: ApplyResult, started: 
             tick.save()
             return result.ok
         decisions = list(tick.decisions.select_related("operator").filter(outcome=Decision.Outcome.APPLYING))
+        consolidation.finish(app, tick, result.ok, result.error or "")
         outcome = (
             Decision.Outcome.APPLIED
             if result.ok

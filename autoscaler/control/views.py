@@ -14,7 +14,14 @@ from rest_framework.views import APIView
 
 from autoscaler import manifests
 from autoscaler.control import agents, aggregates, regions
-from autoscaler.control.models import ApplicationControl, Decision, RegionControl, RegionTick, WaitingRequest
+from autoscaler.control.models import (
+    ApplicationControl,
+    Consolidation,
+    Decision,
+    RegionControl,
+    RegionTick,
+    WaitingRequest,
+)
 from autoscaler.control.nodes import active_nodes
 from autoscaler.control.rails import RailsError, effective_rails_data, parse_rails
 from autoscaler.models import Region
@@ -168,8 +175,21 @@ class RegionView(ControlView):
                         "acquired_slot": n.acquired_slot,
                         "ready_at_s": n.ready_at_s,
                         "reason": n.reason,
+                        "replicas": n.replicas,
                     }
                     for n in active_nodes(region)
+                ],
+                "consolidations": [
+                    {
+                        "slot": c.slot,
+                        "application": c.application.name,
+                        "moves": c.moves,
+                        "frees": c.frees,
+                        "reason": c.reason,
+                        "status": c.status,
+                        "outcome": c.outcome,
+                    }
+                    for c in Consolidation.objects.filter(region=region).select_related("application")[:limit]
                 ],
                 "waiting": [
                     {
@@ -180,7 +200,9 @@ class RegionView(ControlView):
                         "since_slot": w.since_slot,
                         "reason": w.reason,
                     }
-                    for w in WaitingRequest.objects.filter(region=region).select_related("application", "operator")
+                    for w in WaitingRequest.objects.filter(region=region).select_related(
+                        "application", "operator"
+                    )
                 ],
                 "steps": [
                     {
@@ -200,7 +222,9 @@ class RegionView(ControlView):
 
     def put(self, request: Request, name: str) -> Response:
         if not request.user.is_staff:
-            return error("rmPeriodS", "regions are shared: only staff can change them", status.HTTP_403_FORBIDDEN)
+            return error(
+                "rmPeriodS", "regions are shared: only staff can change them", status.HTTP_403_FORBIDDEN
+            )
         region = Region.objects.filter(name=name).first()
         if region is None:
             raise NotFound(f"no Region named {name!r}")

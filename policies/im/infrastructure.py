@@ -143,8 +143,9 @@ class RegionPool:
 
     # ---- consolidation -----------------------------------------------------------------------------------
     def consolidation_moves(self, now: int) -> list[tuple[str, int, int]]:
-        """Moves ``(operator, from node, to node)`` that empty partly used nodes into other partly used ones,
-        so that the emptied nodes can be released. Only complete evacuations are proposed."""
+        """Moves ``(operator, from node, to node)`` that empty partly used nodes into other partly used nodes of
+        the same type (an operator's replicas per node type do not change: only placement does), so that the
+        emptied nodes can be released. Only complete evacuations are proposed."""
         free = {x.node_id: x.free for x in self.active(now) if x.replicas and x.free > 0}
         used = {x.node_id: len(self.nodes[x.node_id].replicas) for x in self.active(now) if x.node_id in free}
         moves: list[tuple[str, int, int]] = []
@@ -152,7 +153,12 @@ class RegionPool:
         for donor in sorted(free, key=lambda i: (used[i], i)):
             if donor in emptied:
                 continue
-            receivers = [i for i in free if i != donor and i not in emptied and free[i] > 0]
+            kind = self.nodes[donor].type_index
+            receivers = [
+                i
+                for i in free
+                if i != donor and i not in emptied and free[i] > 0 and self.nodes[i].type_index == kind
+            ]
             receivers.sort(key=lambda i: (free[i], i))
             if sum(free[i] for i in receivers) < used[donor]:
                 continue

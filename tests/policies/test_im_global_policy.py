@@ -149,3 +149,15 @@ def test_registry_names_resolve_and_validate() -> None:
         registry.validate_params("im", "cheapest-first", {"provisioning_delay_periods": -1})
     with pytest.raises(ValueError, match="params.n_idle"):
         registry.validate_params("rm", "simple", {"n_idle": -2})
+
+
+def test_consolidation_moves_replicas_only_between_nodes_of_the_same_type() -> None:
+    pool = RegionPool("asia", (CHEAP, DEAR), 10)
+    for ti, replicas in ((0, ["a"]), (1, ["b"])):  # one half-used node of each type: nothing to consolidate
+        pool.acquire(ti, now=0, delay=0).replicas.extend(replicas)
+    im = CheapestFirst(CATALOGS)
+    assert im.propose_consolidation({"asia": pool}, now=1) == []
+    pool.acquire(0, now=0, delay=0).replicas.append("c")  # a second half-used cheap node
+    (prop,) = im.propose_consolidation({"asia": pool}, now=1)
+    assert all(pool.nodes[src].type_index == pool.nodes[dst].type_index == 0 for _, src, dst in prop.moves)
+    assert len(prop.frees) == 1 and pool.nodes[prop.frees[0]].type_index == 0
