@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
@@ -232,12 +232,14 @@ def export(kind: str, name: str | None, owner: AbstractBaseUser | None) -> list[
 # ---- specs -> rows (apply) ----------------------------------------------------------------------------------
 @dataclass
 class ApplyResult:
-    """What applying one document did: ``action`` is "created", "configured" or "unchanged"."""
+    """What applying one document did: ``action`` is "created", "configured" or "unchanged"; ``warnings``: checks
+    that could not be made (e.g. a Flink binding while its cluster is unreachable), the document is stored."""
 
     kind: str
     name: str
     action: str
     obj: Any
+    warnings: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
         return f"{self.kind.lower()}/{self.name} {self.action}"
@@ -408,9 +410,12 @@ def _apply_in_transaction(
                         ]
                     )
                 seen[key] = i
+                warnings = engine_binding_warnings(valid)
                 # Written even after another document failed (all is rolled back then), so that later
                 # documents are checked against the state they expect and only root causes are reported.
-                results.append((i, apply_valid(valid, owner)))
+                result = apply_valid(valid, owner)
+                result.warnings = warnings
+                results.append((i, result))
             except ManifestError as exc:
                 errors += prefixed(exc.errors, f"documents[{i}]") if multi else exc.errors
         if errors:
@@ -419,6 +424,31 @@ def _apply_in_transaction(
         if dry_run:
             transaction.set_rollback(True)
     return results
+
+
+def engine_binding_warnings(valid: ValidDocument) -> list[str]:
+    """The engine-side binding check of an Application (today ``engine: flink``: every operator must resolve to a
+    vertex of the running job, see ``connectors.flink.apply_check``). Raises ManifestError naming the operator's
+    field and listing the job's vertices; returns warnings when the check could not be made (cluster unreachable,
+    job not running yet): the document is then stored as it is."""
+    if valid.kind != "Application" or valid.spec.engine != "flink":
+        return []
+    from connectors.flink.apply_check import check_at_apply
+    from connectors.flink.binding import BindingError
+
+    spec: ApplicationSpec = valid.spec
+    names = [op.name for op in spec.operators]
+    try:
+        return check_at_apply(dict(spec.connector), names)
+    except BindingError as exc:
+        mapped = (spec.connector or {}).get("vertices") or {}
+        errors = []
+        for op, reason in exc.problems.items():
+            loc = (
+                f"spec.connector.vertices.{op}" if op in mapped else f"spec.operators[{names.index(op)}].name"
+            )
+            errors.append(FieldError(loc, f"operator {op!r}: {reason}; vertices of the job: {exc.vertices}"))
+        raise ManifestError(errors or [FieldError("spec.connector", str(exc))]) from None
 
 
 def _kind_of(doc: Any) -> str:

@@ -57,8 +57,11 @@ class ManifestViewSet(viewsets.ViewSet):
             raise NotFound(f"no {self.kind} named {name!r}")
         return obj
 
-    def _represent(self, obj, code: int = status.HTTP_200_OK) -> Response:
-        return Response(ManifestSerializer(obj).data, status=code)
+    def _represent(self, obj, code: int = status.HTTP_200_OK, warnings: list[str] | None = None) -> Response:
+        data = ManifestSerializer(obj).data
+        if warnings:  # e.g. a Flink binding that could not be checked yet (cluster unreachable)
+            data = {**data, "warnings": warnings}
+        return Response(data, status=code)
 
     def list(self, request: Request) -> Response:
         return Response([ManifestSerializer(obj).data for obj in self.get_queryset()])
@@ -79,14 +82,16 @@ class ManifestViewSet(viewsets.ViewSet):
                 status.HTTP_409_CONFLICT,
             )
         (result,) = manifests.apply_documents([doc], request.user, expected_kind=self.kind)
-        return self._represent(result.obj, status.HTTP_201_CREATED)
+        return self._represent(result.obj, status.HTTP_201_CREATED, result.warnings)
 
     def update(self, request: Request, name: str) -> Response:
         (result,) = manifests.apply_documents(
             [request.data], request.user, expected_kind=self.kind, expected_name=name
         )
         return self._represent(
-            result.obj, status.HTTP_201_CREATED if result.action == "created" else status.HTTP_200_OK
+            result.obj,
+            status.HTTP_201_CREATED if result.action == "created" else status.HTTP_200_OK,
+            result.warnings,
         )
 
     def destroy(self, request: Request, name: str) -> Response:
@@ -159,4 +164,7 @@ class ApplyView(APIView):
             if shared:
                 return errors_response(shared, status.HTTP_403_FORBIDDEN)
         results = manifests.apply_documents(docs, request.user)  # one transaction, all or nothing
-        return Response({"results": [str(r) for r in results]})
+        warnings = [f"{r.kind.lower()}/{r.name}: {w}" for r in results for w in r.warnings]
+        return Response(
+            {"results": [str(r) for r in results], **({"warnings": warnings} if warnings else {})}
+        )

@@ -20,11 +20,13 @@ _PREFIX = re.compile(r"^(Source|Sink):\s*")
 
 
 class BindingError(ConnectorError, ValueError):
-    """A declared operator has no job vertex of its own; ``vertices`` lists the vertex names that exist."""
+    """A declared operator has no job vertex of its own; ``vertices`` lists the vertex names that exist and
+    ``problems`` maps each such operator to the reason (without the listing)."""
 
-    def __init__(self, message: str, vertices: list[str]) -> None:
+    def __init__(self, message: str, vertices: list[str], problems: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.vertices = vertices
+        self.problems = dict(problems or {})
 
 
 @dataclass(frozen=True)
@@ -55,12 +57,15 @@ def resolve(operators: dict[str, str], vertices: list[Vertex]) -> dict[str, Vert
     listing = [v.name for v in vertices]
     found: dict[str, Vertex] = {}
     problems: list[str] = []
+    per_operator: dict[str, str] = {}
     for op, wanted in operators.items():
         matches = [v for v in vertices if wanted in v.operators]
         if not matches:
-            problems.append(f"operator {op!r}: no job vertex contains an operator named {wanted!r}")
+            per_operator[op] = f"no job vertex contains an operator named {wanted!r}"
+            problems.append(f"operator {op!r}: {per_operator[op]}")
         elif len(matches) > 1:
-            problems.append(f"operator {op!r}: {len(matches)} vertices contain {wanted!r}")
+            per_operator[op] = f"{len(matches)} vertices contain {wanted!r}"
+            problems.append(f"operator {op!r}: {per_operator[op]}")
         else:
             found[op] = matches[0]
     by_vertex: dict[str, list[str]] = {}
@@ -72,6 +77,11 @@ def resolve(operators: dict[str, str], vertices: list[Vertex]) -> dict[str, Vert
             problems.append(
                 f"operators {sorted(ops)} are chained into the same vertex {name!r} and cannot be scaled apart"
             )
+            for op in ops:
+                others = sorted(o for o in ops if o != op)
+                per_operator[op] = (
+                    f"chained into the same vertex {name!r} as {others}: cannot be scaled apart"
+                )
     if problems:
-        raise BindingError("; ".join(problems) + f". Vertices of the job: {listing}", listing)
+        raise BindingError("; ".join(problems) + f". Vertices of the job: {listing}", listing, per_operator)
     return found

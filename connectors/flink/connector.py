@@ -32,7 +32,8 @@ class FlinkConnector(Connector):
         return self._realizer
 
 
-def _job(settings: dict, operators: list[str]) -> FlinkJob:
+def job_of(settings: dict, operators: list[str]) -> FlinkJob:
+    """The job of camelCase ``settings`` with ``operators`` bound by name (``vertices`` overrides)."""
     rest = FlinkRest(
         settings.get("restUrl", "http://127.0.0.1:8081"), float(settings.get("restTimeoutS", 5.0))
     )
@@ -49,7 +50,7 @@ def build(
     """A connector from plain values (settings as in the manifest, camelCase)."""
     from policies.graph import source_to_sink_paths
 
-    job = _job(settings, operators)
+    job = job_of(settings, operators)
     targets = {t for _, t in streams}
     sources = {op for op in operators if op not in targets}
     monitor = FlinkMonitor(job, deployments, source_to_sink_paths(operators, streams), sources)
@@ -88,7 +89,7 @@ def check_binding(application) -> dict[str, Vertex]:
 
 def check_settings(settings: dict, operators: list[str]) -> dict[str, Vertex]:
     """``check_binding`` from plain values (camelCase settings, operator names)."""
-    job = _job(settings, operators)
+    job = job_of(settings, operators)
     job_id = job.find()
     return resolve(job.vertex_names, vertices_of(job.rest.job(job_id)))
 
@@ -100,4 +101,5 @@ __all__ = [
     "build_flink_connector",
     "check_binding",
     "check_settings",
+    "job_of",
 ]

@@ -37,6 +37,8 @@ def _save(request: HttpRequest, editor: ApplicationEditor, name: str | None) -> 
     except ManifestError as exc:
         router.add(exc.errors)
         return None
+    for warning in result.warnings:  # e.g. the Flink binding could not be checked (cluster unreachable)
+        messages.warning(request, warning)
     return result.obj
 
 

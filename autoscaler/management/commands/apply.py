@@ -49,6 +49,8 @@ class Command(BaseCommand):
         suffix = " (dry run)" if options["dry_run"] else ""
         for result in results:
             self.stdout.write(f"{result}{suffix}")
+            for warning in result.warnings:
+                self.stderr.write(f"warning: {result.kind.lower()}/{result.name}: {warning}")
 
     @staticmethod
     def _files(names: list[str]) -> list[str | Path]:

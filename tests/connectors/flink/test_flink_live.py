@@ -128,6 +128,118 @@ def test_stored_application_binds_through_the_factory(cluster, job, django_user_
         check_binding(Application.objects.get(pk=app.pk))
 
 
+def _flink_app(rest_url: str, job_name: str, **connector) -> dict:
+    """An Application manifest of the WordCount operators bound to ``job_name`` at ``rest_url``."""
+    return {
+        "apiVersion": "autoscaler/v1",
+        "kind": "Application",
+        "metadata": {"name": "wc-flink"},
+        "spec": {
+            "engine": "flink",
+            "connector": {"restUrl": rest_url, "jobName": job_name, **connector},
+            "slo": {"rMaxMs": 2000, "etaV": 0.05, "etaR": 0.1},
+            "operators": [
+                {"name": op, "kind": kind}
+                for op, kind in zip(OPERATORS, ["source", "operator", "operator", "sink"], strict=True)
+            ],  # fmt: skip
+            "streams": [list(s) for s in STREAMS],
+            "policies": {"om": "ql-pds-plus"},
+        },
+    }
+
+
+@pytest.mark.django_db
+def test_apply_rejects_a_missing_vertex_in_the_cli_api_and_form(cluster, job, django_user_model, tmp_path,
+                                                                capsys):  # fmt: skip
+    import yaml
+    from django.core.management import CommandError, call_command
+    from django.test import Client
+    from rest_framework.test import APIClient
+
+    from autoscaler.models import Application
+
+    user = django_user_model.objects.create_user("binder", password="pw-binder-1")
+    wrong = _flink_app(cluster.rest_url, "wc-test", vertices={"counter": "count-words"})
+    (tmp_path / "wrong.yaml").write_text(yaml.safe_dump(wrong))
+    started = time.monotonic()
+    with pytest.raises(CommandError, match="nothing was changed"):
+        call_command("apply", "-f", str(tmp_path / "wrong.yaml"), "--owner", "binder")
+    assert time.monotonic() - started < 10
+    printed = capsys.readouterr().err
+    assert "spec.connector.vertices.counter: operator 'counter'" in printed
+    assert "no job vertex contains an operator named 'count-words'" in printed
+    assert "'splitter, filter, _stream_key_by_map_operator'" in printed  # the vertices that exist
+
+    api = APIClient()
+    api.force_authenticate(user)
+    extra = _flink_app(cluster.rest_url, "wc-test")
+    extra["spec"]["operators"].insert(2, {"name": "joiner", "kind": "operator"})
+    extra["spec"]["streams"] = [["sentences", "splitter"], ["splitter", "joiner"], ["joiner", "counter"],
+                                ["counter", "top"]]  # fmt: skip
+    response = api.post("/api/v1/applications/", extra, format="json")
+    assert response.status_code == 400, response.content
+    errors = {e["loc"]: e["msg"] for e in response.json()["errors"]}
+    assert set(errors) == {"spec.operators[2].name"}, errors
+    assert (
+        "operator 'joiner': no job vertex contains an operator named 'joiner'"
+        in errors["spec.operators[2].name"]
+    )
+    assert "'counter'" in errors["spec.operators[2].name"]
+
+    web = Client()
+    web.force_login(user)
+    form = {
+        "name": "wc-flink", "engine": "flink", "r_max_ms": "2000", "eta_v": "0.05", "eta_r": "0.1",
+        "connector": f"restUrl: {cluster.rest_url}\njobName: wc-test\nvertices: {{top: topk}}",
+        "om_period_s": "60", "am_period_s": "600", "policy_om": "ql-pds-plus",
+        "operators-TOTAL_FORMS": "4", "operators-INITIAL_FORMS": "0",
+        "streams-TOTAL_FORMS": "3", "streams-INITIAL_FORMS": "0",
+        "paths-TOTAL_FORMS": "0", "paths-INITIAL_FORMS": "0",
+    }  # fmt: skip
+    for i, (op, kind) in enumerate(zip(OPERATORS, ["source", "operator", "operator", "sink"], strict=True)):
+        form[f"operators-{i}-name"], form[f"operators-{i}-kind"] = op, kind
+    for i, (src, dst) in enumerate(STREAMS):
+        form[f"streams-{i}-source"], form[f"streams-{i}-target"] = src, dst
+    page = web.post("/applications/new/", form)
+    assert page.status_code == 400
+    html = page.content.decode()
+    assert "no job vertex contains an operator named &#x27;topk&#x27;" in html
+    assert not Application.objects.exists()  # nothing stored by any of the three
+
+    right = _flink_app(cluster.rest_url, "wc-test", vertices={"counter": "counter"})
+    response = api.post("/api/v1/applications/", right, format="json")
+    assert response.status_code == 201, response.content
+    assert "warnings" not in response.json()
+
+
+@pytest.mark.django_db
+def test_apply_before_the_job_runs_warns_and_the_first_tick_reports_the_binding(cluster, job, django_user_model,
+                                                                                 tmp_path, capsys):  # fmt: skip
+    import yaml
+    from django.core.management import call_command
+
+    from autoscaler.models import Application
+    from connectors.factory import build_connector
+
+    django_user_model.objects.create_user("later", password="pw-later-1")
+    doc = _flink_app(cluster.rest_url, "wc-deployed-later", vertices={"counter": "count-words"})
+    (tmp_path / "later.yaml").write_text(yaml.safe_dump(doc))
+    call_command("apply", "-f", str(tmp_path / "later.yaml"), "--owner", "later")
+    printed = capsys.readouterr()
+    assert printed.out == "application/wc-flink created\n"
+    assert printed.err.startswith("warning: application/wc-flink: binding not checked")
+    assert "no running Flink job named 'wc-deployed-later'" in printed.err
+    app = Application.objects.get(name="wc-flink")
+    # the job "is deployed" under that name: the connector's first observation names the missing vertex
+    Application.objects.filter(pk=app.pk).update(connector={**app.connector, "jobName": "wc-test"})
+    connector = build_connector(Application.objects.get(pk=app.pk))
+    now = time.time()
+    with pytest.raises(BindingError) as err:
+        connector.monitor.collect(Period(1, now - 10, now))
+    assert "operator 'counter': no job vertex contains an operator named 'count-words'" in str(err.value)
+    assert "counter" in err.value.vertices
+
+
 def test_rescale_beyond_the_slots_is_detected_and_rolled_back(cluster, job, connector):
     before = cluster.rest().resource_requirements(job["id"])
     result = connector.realizer.apply(ScalingPlan({"counter": {"vm.small": 7}}, slot=2))
