@@ -149,3 +149,31 @@ def test_the_region_step_of_a_slot_proposes_once_and_a_duplicate_tick_does_not_m
     assert layout(region) == before and SimulatedEngine.objects.get(application=app).applies == 2
     region_step(region.pk, 12)
     assert Consolidation.objects.filter(region=region).count() == 1  # one full node, one idle: nothing
+
+
+def test_placement_ledger_best_fit_scale_in_from_the_fullest_node_and_unplaced_replicas_keep_nodes_busy():
+    from autoscaler.control import placement
+    from autoscaler.control.builders import ensure_region
+
+    region = ensure_region()
+    nodes = [
+        RegionNode.objects.create(
+            region=region, node_id=f"n{i}", node_type="A1", state="ready", acquired_at_s=i
+        )
+        for i in range(3)
+    ]
+    cores = {"A1": 2, "A2": 1}
+    assert placement.reconcile(nodes, {"1/a": {"A1": 3}, "2/b": {"A1": 1}}, cores) == {}
+    assert [n.replicas for n in nodes] == [["1/a", "1/a"], ["1/a", "2/b"], []]  # best fit, oldest first
+    assert placement.busy_nodes(nodes, {}) == {"n0", "n1"}
+    assert placement.reconcile(nodes, {"1/a": {"A1": 2}, "2/b": {"A1": 1}}, cores) == {}
+    assert [n.replicas for n in nodes] == [
+        ["1/a"],
+        ["1/a", "2/b"],
+        [],
+    ]  # from the node with most replicas of a
+    stored = {r.node_id: r.replicas for r in RegionNode.objects.filter(region=region)}
+    assert stored == {"n0": ["1/a"], "n1": ["1/a", "2/b"], "n2": []}  # durable
+    # more replicas run than the ledger can place: every node of the type counts as busy (none is released)
+    unplaced = placement.reconcile(nodes, {"1/a": {"A1": 6}, "2/b": {"A1": 1}}, cores)
+    assert unplaced == {"A1": 1} and placement.busy_nodes(nodes, unplaced) == {"n0", "n1", "n2"}
