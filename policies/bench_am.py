@@ -124,6 +124,18 @@ def main_am(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--validation", type=int, default=0, help="held-out OM seeds to validate the best candidates (0: off)"
     )
+    ap.add_argument(
+        "--validation-k",
+        type=float,
+        default=1.0,
+        help="a validated configuration must meet the budgets by this many standard errors of its held-out runs",
+    )
+    ap.add_argument(
+        "--validation-load",
+        type=float,
+        default=1.0,
+        help="validation runs the observed rates times this factor (headroom for a busier future)",
+    )
     ap.add_argument("--margin-r", type=float, default=None, help="margin on eta_R (default: --margin)")
     ap.add_argument("--margin", type=float, default=0.5, help="BO aims at margin * budgets in simulation")
     ap.add_argument("--jobs", type=int, default=1, help="settings run in parallel processes")
@@ -205,6 +217,8 @@ def run_setting(job: tuple) -> tuple[list[dict[str, Any]], list[float], list[flo
         replications=args.replications,
         validation_replications=args.validation,
         margin_r=args.margin_r,
+        validation_k=args.validation_k,
+        validation_load=args.validation_load,
     )
     t0 = time.perf_counter()
     cfg = bo.optimise(obs)
@@ -249,6 +263,14 @@ def run_setting(job: tuple) -> tuple[list[dict[str, Any]], list[float], list[flo
         f"{bo.history[-1]['outcome']})",
         flush=True,
     )
+    for c in bo.history[-1].get("validation", []):
+        print(
+            f"  validated{' (warm start)' if c['warm_start'] else ''}: cost {c['avg_resource_cost']:.2f} "
+            f"viol {c['violations_pct']:.2f}% (+k se {c['violations_upper_pct']:.2f}%) rcf "
+            f"{c['reconfigurations_pct']:.2f}% (+k se {c['reconfigurations_upper_pct']:.2f}%) "
+            f"{'passes' if c['meets_budgets'] else 'fails'}",
+            flush=True,
+        )
     if app_name == "A" and n_res == 1 and (eta_v, eta_r) == first_budget:
         agent = CentralizedAM(app, nt, cfg.weights)
         res = simulate_application(
@@ -299,8 +321,10 @@ def render(
         f"{args.margin if getattr(args, 'margin_r', None) is None else args.margin_r:g} x eta_R in simulation, "
         f"{args.replications} simulation(s) per candidate (the same OM seeds for every candidate)"
         + (
-            f"; the cheapest candidates are then re-run on {args.validation} held-out OM seeds and the first that "
-            "meets the full budgets there is applied."
+            f"; the naive warm start, the chosen and the cheapest candidates are then re-run on {args.validation} "
+            f"held-out OM seeds (observed rates x {getattr(args, 'validation_load', 1.0):g}) and the cheapest one "
+            f"whose violations and reconfigurations + {getattr(args, 'validation_k', 0.0):g} standard errors meet "
+            "the full budgets is applied."
             if getattr(args, "validation", 0)
             else "."
         ),

@@ -17,11 +17,14 @@ variance of the service time (:func:`fit_queue_model`), fresh OMs configured wit
 token-bucket arbitration. Every evaluation with ``replications`` > 1 uses the same OM seeds (common random
 numbers), so candidates differ by their configuration, not by the luck of a learning OM. BO aims at
 ``margin * eta_V`` and ``margin_r * eta_R`` (default ``margin``; the simulated trace is a sample and the models
-are fitted; the token bucket already bounds the reconfigurations, so ``margin_r`` = 1 is reasonable). With ``validation_replications``
-> 0, the cheapest candidates that met the margined budgets (at most ``validate_top``) are re-run with held-out OM
-seeds and the first that meets the full budgets there is applied (the warm start is always among the fallbacks):
-this guards against picking a candidate whose training runs were merely lucky. If the optimisation raises or runs
-out of time, the AM keeps the last good configuration and records why in ``history``.
+are fitted; the token bucket already bounds the reconfigurations, so ``margin_r`` = 1 is reasonable). With
+``validation_replications`` > 0, the warm start (always), the chosen configuration and the cheapest candidates
+(at most ``validate_top``) are re-run with held-out OM seeds, optionally on the observed rates scaled by
+``validation_load`` (headroom for a busier future), and the cheapest one whose violations and reconfigurations
+plus ``validation_k`` standard errors of those runs meet the full budgets is applied: this guards against a
+candidate whose training runs were merely lucky (the margin is calibrated per setting by the spread of the
+held-out runs), and an incumbent that already meets the budgets is never replaced by a costlier configuration.
+If the optimisation raises or runs out of time, the AM keeps the last good configuration and records why in ``history``.
 """
 
 from __future__ import annotations
@@ -125,6 +128,8 @@ class BayesianAM:
         validation_replications: int = 0,
         validate_top: int = 5,
         margin_r: float | None = None,
+        validation_k: float = 1.0,
+        validation_load: float = 1.0,
     ) -> None:
         self.app = app
         self.node_types = tuple(node_types)
@@ -161,7 +166,15 @@ class BayesianAM:
             if isinstance(val, bool) or not isinstance(val, int) or val < low:
                 raise ValueError(f"{name}: must be an integer >= {low}, got {val!r}")
         self.validation_replications, self.validate_top = validation_replications, validate_top
-        self._candidates: list[tuple[float, AMConfiguration]] = []
+        if not 0.0 <= validation_k < 10.0:
+            raise ValueError(f"validation_k: must be in [0, 10) standard errors, got {validation_k}")
+        if not 0.5 <= validation_load <= 2.0:
+            raise ValueError(
+                f"validation_load: must be in [0.5, 2] (factor on the rates), got {validation_load}"
+            )
+        self.validation_k, self.validation_load = validation_k, validation_load
+        #: (training cost $/h, margined-feasible, feasible at the full budgets, configuration) of every evaluation
+        self._candidates: list[tuple[float, bool, bool, AMConfiguration]] = []
         self.new_arbiter()  # validates the arbitration parameters
         self.configuration = AMConfiguration(naive_bounds(app), EQUAL_WEIGHTS)
         self.history: list[dict[str, Any]] = [{"event": "initial", "how": "naive Alg. 5, equal weights"}]
@@ -207,8 +220,6 @@ class BayesianAM:
             )
             runs.append(res.summary(self.eta_v, self.eta_r))
         self.evaluations += 1
-        if len(runs) == 1:
-            return runs[0]
         out = dict(runs[0])
         for key in (
             "avg_resource_cost",
@@ -217,7 +228,9 @@ class BayesianAM:
             "avg_replicas",
             "wall_seconds",
         ):
-            out[key] = float(np.mean([r[key] for r in runs]))
+            vals = np.array([r[key] for r in runs], dtype=float)
+            out[key] = float(vals.mean())
+            out[f"{key}_se"] = float(vals.std(ddof=1) / np.sqrt(len(vals))) if len(vals) > 1 else 0.0
         return out
 
     def _objective(
@@ -250,8 +263,9 @@ class BayesianAM:
         self._candidates = []
         try:
             current = AMConfiguration(last_good.bounds_s.copy(), last_good.weights)
-            cur_val, cur_cons, cur_info = self._objective(self.evaluate(current, obs))
-            self._remember(current, cur_val, cur_cons)
+            summary = self.evaluate(current, obs)
+            cur_val, cur_cons, cur_info = self._objective(summary)
+            self._remember(current, cur_val, cur_cons, summary)
             record["start"] = cur_info | {"feasible": _viol(cur_cons) <= 0}
             n = self.n_bo
             for rnd in range(self.max_rounds):
@@ -312,8 +326,9 @@ class BayesianAM:
 
         def objective(x: np.ndarray) -> tuple[float, list[float], dict[str, Any]]:
             config = self._apply(phase, current, x)
-            value, cons, info = self._objective(self.evaluate(config, obs))
-            self._remember(config, value, cons)
+            summary = self.evaluate(config, obs)
+            value, cons, info = self._objective(summary)
+            self._remember(config, value, cons, summary)
             return value, cons, info
 
         return minimize_constrained(
@@ -326,37 +341,68 @@ class BayesianAM:
             timeout_s=timeout,
         )
 
-    def _remember(self, config: AMConfiguration, value: float, cons: list[float]) -> None:
-        if _viol(cons) <= 0:
-            self._candidates.append((value, config))
+    def _remember(
+        self, config: AMConfiguration, value: float, cons: list[float], summary: dict[str, Any]
+    ) -> None:
+        _, full, _ = self._objective(summary, margin=1.0)
+        self._candidates.append((value, _viol(cons) <= 0, _viol(full) <= 0, config))
 
     def _validate(
         self, chosen: AMConfiguration, last_good: AMConfiguration, obs: Observations, deadline: float
     ) -> tuple[AMConfiguration, list[dict[str, Any]]]:
-        """Re-run the cheapest candidates that met the margined budgets (the chosen one first, the warm start
-        last) with held-out OM seeds; return the first that meets the full budgets there, else the one closest
-        to meeting them, and what was checked."""
-        ordered: list[AMConfiguration] = []
-        for config in [chosen] + [c for _, c in sorted(self._candidates, key=lambda vc: vc[0])]:
-            if len(ordered) < self.validate_top and config.as_dict() not in [o.as_dict() for o in ordered]:
+        """Re-run, with ``validation_replications`` held-out OM seeds on the observed rates times
+        ``validation_load``, the warm start (always), the chosen configuration and the cheapest candidates
+        (in training) that met the margined budgets, then those that met the full budgets (``validate_top`` in
+        all besides the warm start). A configuration passes when its mean violations and reconfigurations plus
+        ``validation_k`` standard errors (over the held-out runs) are within the full budgets; the cheapest one
+        that passes (mean validation cost, $/h) is applied -- so an incumbent that already passes is never
+        replaced by a costlier configuration. When none passes, the one closest to passing. Returns it and what
+        was checked."""
+        keys = lambda c: c.as_dict()  # noqa: E731 -- configurations compare by their rounded values
+        ordered: list[AMConfiguration] = [last_good]
+        ranked = sorted(self._candidates, key=lambda c: (not c[1], not c[2], c[0]))
+        for config in [chosen] + [c[3] for c in ranked if c[1] or c[2]]:
+            if len(ordered) > self.validate_top:
+                break
+            if keys(config) not in [keys(o) for o in ordered]:
                 ordered.append(config)
-        if last_good.as_dict() not in [o.as_dict() for o in ordered]:
-            ordered.append(last_good)
+        rates = obs.rates * self.validation_load
+        held_out = Observations(rates, obs.models)
         checked: list[dict[str, Any]] = []
-        best: tuple[float, float, AMConfiguration] | None = None
+        passing: list[tuple[float, int, AMConfiguration]] = []
+        closest: tuple[float, float, AMConfiguration] | None = None
         for config in ordered:
             if checked and time.perf_counter() > deadline:
                 break
-            summary = self.evaluate(config, obs, seed_offset=7919, replications=self.validation_replications)
-            value, cons, info = self._objective(summary, margin=1.0)
-            checked.append(
-                info | {"meets_budgets": _viol(cons) <= 0, "config": config.as_dict(self.app.names)}
+            summary = self.evaluate(
+                config, held_out, seed_offset=7919, replications=self.validation_replications
             )
-            if _viol(cons) <= 0:
-                return config, checked
-            if best is None or (_viol(cons), value) < best[:2]:
-                best = (_viol(cons), value, config)
-        return (best[2] if best else chosen), checked
+            k = self.validation_k
+            upper = {
+                "violations_pct": summary["violations_pct"] + k * summary.get("violations_pct_se", 0.0),
+                "reconfigurations_pct": summary["reconfigurations_pct"]
+                + k * summary.get("reconfigurations_pct_se", 0.0),
+                "avg_resource_cost": summary["avg_resource_cost"],
+            }
+            value, cons, _ = self._objective(upper, margin=1.0)
+            ok = _viol(cons) <= 0
+            checked.append(
+                {k: summary[k] for k in ("avg_resource_cost", "violations_pct", "reconfigurations_pct")}
+                | {
+                    "violations_upper_pct": upper["violations_pct"],
+                    "reconfigurations_upper_pct": upper["reconfigurations_pct"],
+                    "meets_budgets": ok,
+                    "warm_start": config is last_good,
+                    "config": config.as_dict(self.app.names),
+                }
+            )
+            if ok:
+                passing.append((value, len(checked), config))
+            elif closest is None or (_viol(cons), value) < closest[:2]:
+                closest = (_viol(cons), value, config)
+        if passing:
+            return min(passing, key=lambda p: p[:2])[2], checked
+        return (closest[2] if closest else chosen), checked
 
     def _apply(self, phase: str, current: AMConfiguration, x: np.ndarray) -> AMConfiguration:
         if phase == "bounds":

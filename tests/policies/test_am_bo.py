@@ -10,6 +10,7 @@ import pytest
 from policies.am.arbiter import Arbiter
 from policies.am.bo import BayesianAM, Observations, fit_queue_model
 from policies.am.centralized import CentralizedAM
+from policies.am.naive import AMConfiguration
 from policies.apps import application
 from policies.base import Observation, Policy, apply_action, feasible_actions
 from policies.model import CostWeights, OperatorSpec, infrastructure
@@ -206,17 +207,83 @@ def test_validation_on_held_out_seeds_records_what_it_checked() -> None:
     )  # fmt: skip
     lucky.optimise(obs)
     checked = lucky.history[-1]["validation"]
-    # every candidate failed on held-out seeds (the OM never scales there): all were checked, warm start last
+    # every candidate failed on held-out seeds (the OM never scales there): all were checked, warm start first
     assert 2 <= len(checked) <= 4
     assert not any(c["meets_budgets"] for c in checked)
-    assert checked[-1]["config"] == lucky.history[-1]["before"]
+    assert checked[0]["warm_start"] and checked[0]["config"] == lucky.history[-1]["before"]
     honest = BayesianAM(app, NT, factory, n_bo=4, max_rounds=1, seed=0, validation_replications=2)
     cfg = honest.optimise(obs)
     checked = honest.history[-1]["validation"]
-    assert checked[0]["meets_budgets"] and len(checked) == 1  # the chosen one holds up on held-out seeds
-    assert checked[0]["config"] == cfg.as_dict(app.names)
+    assert checked[0]["warm_start"] and not checked[0]["meets_budgets"]  # naive misses (see the first test)
+    applied = [c for c in checked if c["config"] == cfg.as_dict(app.names)]
+    assert applied and applied[0]["meets_budgets"]  # the applied one holds up on held-out seeds ...
+    passing = [c["avg_resource_cost"] for c in checked if c["meets_budgets"]]
+    assert applied[0]["avg_resource_cost"] == min(passing)  # ... and is the cheapest that does
     with pytest.raises(ValueError, match="validation_replications"):
         BayesianAM(app, NT, factory, validation_replications=-1)
+
+
+def test_a_feasible_incumbent_is_never_replaced_by_a_costlier_configuration() -> None:
+    app = application("A")
+    obs = observations(app, 200)
+    am = BayesianAM(app, NT, factory, eta_v=0.6, eta_r=0.6, validation_replications=2)
+    incumbent = am.configuration
+    tight = AMConfiguration(incumbent.bounds_s * 0.4, CostWeights(0.8, 0.1, 0.1))  # more replicas
+    am._candidates = [(0.0, True, True, tight)]  # BO's training runs found it cheaper and feasible
+    applied, checked = am._validate(tight, incumbent, obs, deadline=float("inf"))
+    assert [c["warm_start"] for c in checked] == [True, False]
+    assert all(c["meets_budgets"] for c in checked)  # lenient budgets: both pass ...
+    assert checked[1]["avg_resource_cost"] > checked[0]["avg_resource_cost"]  # ... the tight one costs more
+    assert applied is incumbent
+
+
+class _HalfLucky(OneStepLookahead):
+    """Never scales out with every other held-out seed: a spread between held-out runs."""
+
+    def _decide(self, k, rate, obs, explain):  # noqa: ANN001, ANN202
+        if self.seed >= 7919 and (self.seed - 7919) // 1000 % 2 == 1:
+            return 0, {}
+        return super()._decide(k, rate, obs, explain)
+
+
+def test_validation_margin_is_k_standard_errors_of_the_held_out_runs() -> None:
+    app = application("A")
+    obs = observations(app, 200)
+
+    def build(k: float) -> BayesianAM:
+        return BayesianAM(
+            app, NT, lambda spec, seed: _HalfLucky(spec, {}, seed), eta_r=0.5, validation_replications=4,
+            validation_k=k,
+        )  # fmt: skip
+
+    probe = build(0.0)
+    scaling = AMConfiguration(probe.configuration.bounds_s, CostWeights(0.8, 0.1, 0.1))  # an OM that scales
+    summary = probe.evaluate(scaling, obs, seed_offset=7919, replications=4)
+    mean, se = summary["violations_pct"], summary["violations_pct_se"]
+    assert se > 0.5  # the held-out runs disagree
+    for k, passes in ((0.0, True), (1.0, False)):
+        am = build(k)
+        am.eta_v = (mean + 0.5 * se) / 100.0  # between the mean and the mean + 1 standard error
+        _, checked = am._validate(scaling, scaling, obs, deadline=float("inf"))
+        assert checked[0]["meets_budgets"] is passes
+        assert checked[0]["violations_upper_pct"] == pytest.approx(mean + k * se)
+    for kwargs, field in (
+        ({"validation_k": -1.0}, "validation_k"),
+        ({"validation_load": 0.1}, "validation_load"),
+    ):
+        with pytest.raises(ValueError, match=field):
+            BayesianAM(app, NT, factory, **kwargs)
+
+
+def test_validation_load_scales_the_observed_rates() -> None:
+    app = application("A")
+    obs = observations(app, 200)
+    plain = BayesianAM(app, NT, factory, eta_v=0.6, eta_r=0.6, validation_replications=1)
+    busy = BayesianAM(app, NT, factory, eta_v=0.6, eta_r=0.6, validation_replications=1, validation_load=1.5)
+    scaling = AMConfiguration(plain.configuration.bounds_s, CostWeights(0.8, 0.1, 0.1))  # an OM that scales
+    _, base = plain._validate(scaling, scaling, obs, deadline=float("inf"))
+    _, more = busy._validate(scaling, scaling, obs, deadline=float("inf"))
+    assert more[0]["avg_resource_cost"] > base[0]["avg_resource_cost"]  # 1.5x the load needs more replicas
 
 
 def test_bo_manifest_params_are_validated() -> None:
