@@ -35,6 +35,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import demo_common as common  # noqa: E402 - scripts/ is on sys.path when run as a script
+
 APP = "demo-wordcount"
 OWNER = "demo"
 
@@ -199,91 +201,10 @@ def _stage_cmd(args, stage: str, master: str, workdir: Path, token: str, wait_ms
     ]
 
 
-def _terminate(procs: list[subprocess.Popen], timeout_s: float) -> None:
-    """SIGTERM each process group, SIGKILL what is left after ``timeout_s``."""
-    for p in procs:
-        if p.poll() is None:
-            try:
-                os.killpg(p.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-    deadline = time.monotonic() + timeout_s
-    for p in procs:
-        try:
-            p.wait(max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            pass
-    for p in procs:  # the whole group: drivers' JVMs and Python workers too
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        try:
-            p.wait(5)
-        except subprocess.TimeoutExpired:
-            pass
-
-
-def _print_decisions(app, seen: int) -> tuple[int, int]:
-    from autoscaler.control.models import Decision
-
-    complete = 0
-    for d in Decision.objects.filter(application=app, pk__gt=seen).select_related("operator").order_by("pk"):
-        seen = d.pk
-        obs = d.observed or {}
-        complete += bool(obs.get("complete"))
-        explanation = d.proposal.get("explanation", {}) if d.proposal else {}
-        rate = obs.get("input_rate")
-        resp = obs.get("response_time_s") or obs.get("response_time")
-        print(
-            f"slot {d.slot} {d.operator.name:>8}: rate "
-            + (f"{rate:7.1f} t/s" if isinstance(rate, int | float) else "    n/a    ")
-            + (f", R {resp:5.1f} s" if isinstance(resp, int | float) else "")
-            + f", {d.deployment} -> {explanation.get('action', '-')!s:<24} {d.outcome:<11} {d.reason[:60]}",
-            flush=True,
-        )
-    return seen, complete
-
-
-def _sqlite_for_many_writers() -> None:
-    """On the embedded SQLite default, several processes write (web/ingest, Celery worker, beat, this script):
-    wait up to 60 s for a lock instead of 5 s, take write locks at BEGIN, and use the write-ahead log so readers
-    do not block writers."""
-    if os.environ.get("DATABASE_URL"):
-        return
-    var = Path(os.environ.get("AUTOSCALER_VAR_DIR", ROOT / "var"))
-    var.mkdir(parents=True, exist_ok=True)
-    db = var / "db.sqlite3"
-    import sqlite3
-
-    with sqlite3.connect(db) as conn:  # the journal mode is stored in the database file
-        conn.execute("PRAGMA journal_mode=WAL")
-    # IMMEDIATE: a write transaction takes the lock at BEGIN, so it waits (timeout) instead of failing at once
-    # when a read transaction would have to be upgraded while another process writes
-    os.environ["DATABASE_URL"] = f"sqlite:///{db}?timeout=60&transaction_mode=IMMEDIATE"
-
-
-def _wait_http(url: str, timeout_s: float) -> None:
-    """Wait until ``url`` answers (any HTTP status)."""
-    import urllib.error
-    import urllib.request
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(url, timeout=5).close()
-            return
-        except urllib.error.HTTPError:
-            return
-        except OSError:
-            time.sleep(1.0)
-    raise RuntimeError(f"{url} did not answer within {timeout_s:.0f} s")
-
-
 def main() -> int:
     args = parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "autoscaler.settings")
-    _sqlite_for_many_writers()
+    common.sqlite_for_many_writers()
     py = sys.executable
     subprocess.run([py, "manage.py", "migrate", "-v0"], cwd=ROOT, check=True)
 
@@ -322,18 +243,8 @@ def main() -> int:
         session = {"cwd": ROOT, "start_new_session": True}
         logs = var / "spark-demo" / "logs"
         logs.mkdir(parents=True, exist_ok=True)
-        commands = {
-            "web": [py, "manage.py", "runserver", f"127.0.0.1:{args.port}", "--noreload"],
-            "celery-worker": [py, "-m", "celery", "-A", "autoscaler", "worker", "--pool=solo", "-l", "warning"],
-            "celery-beat": [
-                py, "-m", "celery", "-A", "autoscaler", "beat", "-l", "warning", "-s",
-                str(var / "celerybeat-schedule"),
-            ],
-        }  # fmt: skip
-        for name, cmd in commands.items():  # their output goes to logs/<name>.log, decisions to the terminal
-            out = open(logs / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
-            control.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, **session))
-        _wait_http(f"http://127.0.0.1:{args.port}/metrics", 180)
+        control += common.start_control_plane(args.port, var, logs)
+        common.wait_http(f"http://127.0.0.1:{args.port}/metrics", 180)
         env = {**os.environ, "PYSPARK_PYTHON": py}
         for stage, wait_ms in (("splitter", args.splitter_wait_ms), ("counter", args.counter_wait_ms)):
             log = open(logs / f"{stage}.log", "ab")  # noqa: SIM115 - closed with the process
@@ -352,7 +263,7 @@ def main() -> int:
             flush=True,
         )
         while not args.seconds or time.time() - started < args.seconds:
-            seen, new_complete = _print_decisions(app, seen)
+            seen, new_complete = common.print_decisions(app, seen)
             complete += new_complete
             dead = [p for p in control + stages if p.poll() is not None]
             if dead:
@@ -363,9 +274,9 @@ def main() -> int:
         pass
     finally:
         print("demo: stopping the pipelines, the Spark cluster and the control plane", flush=True)
-        _terminate(stages, 60.0)
+        common.terminate(stages, 60.0)
         cluster.stop()
-        _terminate(control, 15.0)
+        common.terminate(control, 15.0)
     print(f"demo: {complete} decisions with complete metrics", flush=True)
     return 0 if complete else 1
 

@@ -1,0 +1,144 @@
+"""Process handling shared by the live demos (``demo_spark.py``, ``demo_flink.py``): the embedded SQLite set up for
+several writers, the control plane (web server, Celery worker, Celery beat) as child process groups, the loop that
+prints decisions as they are written, and stopping every process group it started."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def sqlite_for_many_writers() -> None:
+    """On the embedded SQLite default, several processes write (web/ingest, Celery worker, beat, this script):
+    wait up to 60 s for a lock instead of 5 s, take write locks at BEGIN, and use the write-ahead log so readers
+    do not block writers."""
+    if os.environ.get("DATABASE_URL"):
+        return
+    var = Path(os.environ.get("AUTOSCALER_VAR_DIR", ROOT / "var"))
+    var.mkdir(parents=True, exist_ok=True)
+    db = var / "db.sqlite3"
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:  # the journal mode is stored in the database file
+        conn.execute("PRAGMA journal_mode=WAL")
+    # IMMEDIATE: a write transaction takes the lock at BEGIN, so it waits (timeout) instead of failing at once
+    # when a read transaction would have to be upgraded while another process writes
+    os.environ["DATABASE_URL"] = f"sqlite:///{db}?timeout=60&transaction_mode=IMMEDIATE"
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM stops the demo like Ctrl-C (raises KeyboardInterrupt in the main loop)."""
+
+    def _sigterm(signum, frame):  # noqa: ANN001
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _sigterm)
+
+
+def start_control_plane(port: int, var: Path, logs: Path) -> list[subprocess.Popen]:
+    """Start the web server on ``port``, one Celery worker and Celery beat, each in its own process group with
+    its output in ``logs/<name>.log``."""
+    py = sys.executable
+    logs.mkdir(parents=True, exist_ok=True)
+    commands = {
+        "web": [py, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"],
+        "celery-worker": [py, "-m", "celery", "-A", "autoscaler", "worker", "--pool=solo", "-l", "warning"],
+        "celery-beat": [
+            py, "-m", "celery", "-A", "autoscaler", "beat", "-l", "warning", "-s", str(var / "celerybeat-schedule"),
+        ],
+    }  # fmt: skip
+    procs = []
+    for name, cmd in commands.items():
+        out = open(logs / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
+        procs.append(
+            subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
+        )
+    return procs
+
+
+def wait_http(url: str, timeout_s: float) -> None:
+    """Wait until ``url`` answers (any HTTP status)."""
+    import urllib.error
+    import urllib.request
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(url, timeout=5).close()
+            return
+        except urllib.error.HTTPError:
+            return
+        except OSError:
+            time.sleep(1.0)
+    raise RuntimeError(f"{url} did not answer within {timeout_s:.0f} s")
+
+
+def print_decisions(app, seen: int) -> tuple[int, int]:
+    """Print the decisions of ``app`` newer than primary key ``seen``; (last key, how many had complete metrics)."""
+    from autoscaler.control.models import Decision
+
+    complete = 0
+    for d in Decision.objects.filter(application=app, pk__gt=seen).select_related("operator").order_by("pk"):
+        seen = d.pk
+        obs = d.observed or {}
+        complete += bool(obs.get("complete"))
+        explanation = d.proposal.get("explanation", {}) if d.proposal else {}
+        rate = obs.get("input_rate")
+        resp = obs.get("response_time_s") or obs.get("response_time")
+        print(
+            f"slot {d.slot} {d.operator.name:>8}: rate "
+            + (f"{rate:7.1f} t/s" if isinstance(rate, int | float) else "    n/a    ")
+            + (f", R {resp:5.1f} s" if isinstance(resp, int | float) else "")
+            + f", {d.deployment} -> {explanation.get('action', '-')!s:<24} {d.outcome:<11} {d.reason[:60]}",
+            flush=True,
+        )
+    return seen, complete
+
+
+def watch(app, procs: list[subprocess.Popen], seconds: float, started: float) -> int:
+    """Print decisions until ``seconds`` after ``started`` (0: until Ctrl-C/SIGTERM) or until a process of
+    ``procs`` exits; returns how many decisions had complete metrics."""
+    seen = complete = 0
+    try:
+        while not seconds or time.time() - started < seconds:
+            seen, new_complete = print_decisions(app, seen)
+            complete += new_complete
+            dead = [p for p in procs if p.poll() is not None]
+            if dead:
+                print(f"demo: a process exited ({dead[0].args[:4]}); stopping", file=sys.stderr, flush=True)
+                break
+            time.sleep(1.0)
+    except KeyboardInterrupt:
+        pass
+    return complete
+
+
+def terminate(procs: list[subprocess.Popen], timeout_s: float) -> None:
+    """SIGTERM each process group, SIGKILL what is left after ``timeout_s``."""
+    for p in procs:
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + timeout_s
+    for p in procs:
+        try:
+            p.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+    for p in procs:  # the whole group: JVMs and Python workers too
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            p.wait(5)
+        except subprocess.TimeoutExpired:
+            pass
