@@ -9,6 +9,7 @@ from django.shortcuts import render
 from autoscaler.control import aggregates
 from autoscaler.control.models import ApplicationControl, Decision
 from dashboard import monitor_data
+from dashboard.forms_application import slo_sentences
 from dashboard.views.monitor_common import json_error, json_login_required, owned_application, parse_float
 
 
@@ -19,7 +20,9 @@ def app_dashboard(request, name: str):
     if range_name not in monitor_data.RANGES_S:
         range_name = "day"
     control = ApplicationControl.objects.filter(application=app).first()
-    last = Decision.objects.filter(application=app).order_by("-id").select_related("operator").first()
+    last = (
+        Decision.objects.filter(application=app).order_by("-slot", "-id").select_related("operator").first()
+    )
     return render(
         request,
         "dashboard/monitor/app_dashboard.html",
@@ -29,6 +32,7 @@ def app_dashboard(request, name: str):
             "ranges": [("hour", "Last hour"), ("day", "Last day"), ("week", "Last week"), ("all", "All")],
             "summary": aggregates.summary(control) if control else None,
             "last_decision": last,
+            "slo_text": slo_sentences(app.r_max_ms, app.eta_v, app.eta_r, app.om_period_s),
             "nav_active": "fleet",
         },
     )

@@ -49,7 +49,7 @@ def apply_examples(*names: str, owner=None) -> list:
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
 DESKTOP = {"width": 1280, "height": 800}
-PHONE = {"width": 390, "height": 844}
+PHONE = {"width": 375, "height": 812}  # the narrowest common phone screen
 
 
 @pytest.fixture(scope="session")
@@ -116,7 +116,7 @@ def logged_in_page(page, browser_user):
 
 
 def screenshot(pg, name: str) -> list[Path]:
-    """Save the current page at 1280x800 and at phone width 390x844 under ``test-artifacts/screenshots/``.
+    """Save the current page at 1280x800 and at phone width 375x812 under ``test-artifacts/screenshots/``.
 
     The viewport is restored afterwards. Returns the two files."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
@@ -140,10 +140,61 @@ def horizontal_overflow(pg, width: int = PHONE["width"]) -> int:
     return int(extra)
 
 
+def too_wide(pg, width: int = PHONE["width"]) -> list[str]:
+    """The innermost elements reaching beyond the right edge of a ``width`` viewport (tag#id.class, px beyond):
+    what makes a page scroll sideways. Elements inside a scrolling container that fits are not counted."""
+    before = pg.viewport_size or DESKTOP
+    pg.set_viewport_size({"width": width, "height": PHONE["height"]})
+    found = pg.evaluate(
+        """(w) => {
+            const clipped = (el) => { for (let p = el.parentElement; p && p !== document.body; p = p.parentElement) {
+                if (getComputedStyle(p).overflowX !== 'visible' && p.getBoundingClientRect().right <= w + 0.5) return true;
+            } return false; };
+            const wide = [...document.body.querySelectorAll('*')]
+                .filter(el => el.getBoundingClientRect().right > w + 0.5 && !clipped(el));
+            return wide.filter(el => !wide.some(o => o !== el && el.contains(o)))
+                .slice(0, 8).map(el => el.tagName.toLowerCase() + (el.id ? '#' + el.id : '')
+                    + (el.className && typeof el.className === 'string' ? '.' + el.className.trim().split(/\\s+/).join('.') : '')
+                    + ' +' + Math.round(el.getBoundingClientRect().right - w) + 'px');
+        }""",
+        width,
+    )
+    pg.set_viewport_size(before)
+    return found
+
+
 def unlabelled_fields(pg) -> list[str]:
-    """Names of visible form controls of the page that have neither a <label> nor an aria-label."""
+    """Names of the page's form controls (except hidden ones and row templates) without an accessible label:
+    no <label> with text, no ``aria-label`` and no ``aria-labelledby`` naming an element with text."""
     return pg.evaluate(
-        """() => [...document.querySelectorAll('input:not([type=hidden]), select, textarea')]
-            .filter(el => !el.closest('template') && el.labels.length === 0 && !el.getAttribute('aria-label'))
-            .map(el => el.name || el.id || el.outerHTML.slice(0, 60))"""
+        """() => {
+            const text = (el) => !!el && el.textContent.trim().length > 0;
+            const named = (el) => [...el.labels].some(text)
+                || (el.getAttribute('aria-label') || '').trim().length > 0
+                || (el.getAttribute('aria-labelledby') || '').split(/\\s+/).filter(Boolean)
+                       .some(id => text(document.getElementById(id)));
+            return [...document.querySelectorAll('input:not([type=hidden]), select, textarea')]
+                .filter(el => !el.closest('template') && !named(el))
+                .map(el => el.name || el.id || el.outerHTML.slice(0, 60));
+        }"""
+    )
+
+
+def chart_problems(pg) -> list[str]:
+    """What the page's plotly charts lack: a title (the figure's, or one per subplot as bold annotations), a
+    title with the unit on every y axis, a title on an x axis. Empty when every chart is complete."""
+    return pg.evaluate(
+        """() => [...document.querySelectorAll('.js-plotly-plot')].flatMap((gd, n) => {
+            // axes from the full layout, titles from the figure's own layout (the full one fills placeholders)
+            const F = gd._fullLayout, L = gd.layout, name = gd.id || gd.dataset.operator || 'chart ' + n, out = [];
+            const has = (o) => !!(o && o.title
+                && String(typeof o.title === 'string' ? o.title : o.title.text || '').trim());
+            const axes = Object.keys(F).filter(k => /^[xy]axis\\d*$/.test(k) && F[k].visible !== false);
+            const ys = axes.filter(k => k[0] === 'y'), xs = axes.filter(k => k[0] === 'x');
+            const subtitles = (L.annotations || []).filter(a => /<b>.+<\\/b>/.test(a.text || '')).length;
+            if (!has(L) && subtitles < ys.length) out.push(name + ': no title');
+            ys.filter(k => !has(L[k])).forEach(k => out.push(name + ': ' + k + ' without title/unit'));
+            if (xs.length && !xs.some(k => has(L[k]))) out.push(name + ': no x-axis title');
+            return out;
+        })"""
     )

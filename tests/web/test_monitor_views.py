@@ -147,7 +147,10 @@ def test_dashboard_json_rejects_bad_parameters(recorded, alice_client, query, lo
 
 def test_empty_application_dashboard(alice, alice_client):
     simulated_pipeline("fresh", owner="alice")
-    assert alice_client.get("/applications/fresh/").status_code == 200
+    page = alice_client.get("/applications/fresh/")
+    assert page.status_code == 200
+    # the SLO in plain language, with the declared numbers (R_max 100 ms, eta_V 0.05, 60 s periods)
+    assert "R_max = 100 ms may be exceeded at most 5% of the time" in page.content.decode()
     d = alice_client.get("/applications/fresh/data.json").json()
     assert d["empty"] and d["rows"] == 0 and d["events"] == []
 

@@ -35,10 +35,11 @@
       lay[axisName(i, "xaxis")] = {type: "date", anchor: ref(i, "y"), matches: i ? "x" : undefined,
                                     showticklabels: true, domain: [0, 1]};
       lay[axisName(i, "yaxis")] = {domain: dom, anchor: ref(i, "x"), rangemode: "tozero",
-                                    title: {text: ["tuples/s", "ms", "fraction", "per hour", "currency", "replicas"][i]}};
+                                    title: {text: ["tuples/s", "ms", "fraction", "currency/h", "currency", "replicas"][i]}};
       lay.annotations.push({text: "<b>" + row.title + "</b>", xref: "paper", yref: "paper", x: 0,
                             y: dom[1] + 0.004, xanchor: "left", yanchor: "bottom", showarrow: false});
     });
+    lay[axisName(ROWS.length - 1, "xaxis")].title = {text: "time (UTC)"};
     if (zoom) { lay.xaxis.range = [new Date(zoom[0]).toISOString(), new Date(zoom[1]).toISOString()]; }
     // R_max and the budgets as dashed lines
     lay.shapes.push(hline(1, d.rMaxMs, "#b42318"), hline(2, d.etaV, "#b42318"), hline(2, d.etaR, "#8250df"));
@@ -164,8 +165,9 @@
     if (bound || !el.on) { return; }
     bound = true;
     el.on("plotly_click", function (ev) {
-      var p = ev.points && ev.points[0];
-      if (p && p.customdata) { window.location.href = p.customdata; }
+      // with the unified hover a click reports every trace at that time: open the marker's decision, if any
+      var p = (ev.points || []).filter(function (q) { return q.customdata; })[0];
+      if (p) { window.location.href = p.customdata; }
     });
     el.on("plotly_relayout", function (ev) {
       if (ev["xaxis.autorange"] || ev["xaxis2.autorange"]) { zoom = null; load(); return; }

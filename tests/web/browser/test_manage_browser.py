@@ -3,7 +3,7 @@
 Register an application through the form (first with a rejected input: the error is shown next to its field
 and nothing is stored), watch the DAG drawing and the SLO sentence follow the typing, edit it, start it from
 the fleet overview, upload (a rejected and an accepted multi-document manifest) and download manifests, and
-delete with confirmation. Every page is saved as a screenshot at 1280x800 and 390x844.
+delete with confirmation. Every page is saved as a screenshot at 1280x800 and 375x812.
 """
 
 from __future__ import annotations

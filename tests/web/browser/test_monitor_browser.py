@@ -4,7 +4,7 @@ A running simulated application is driven by real control ticks (``run_tick``, t
 runs) while its dashboard is open: the charts and the scaling events appear without a reload; a scaling event
 opens its decision; the agent inspector draws the learned policy; a what-if is rejected with an invalid R_max,
 then runs in the background (the real task body in a thread, as a worker would run it) while the page shows its
-progress and finally the side-by-side comparison. Screenshots of every page at 1280x800 and 390x844.
+progress and finally the side-by-side comparison. Screenshots of every page at 1280x800 and 375x812.
 """
 
 from __future__ import annotations
