@@ -42,13 +42,15 @@ What the agent does:
     inside the progress JSON, or calls ``agent.report_latency(mean_s, p95_s, n)`` (e.g. from ``foreachBatch``).
 
 (c) A daemon thread polls ``GET {url}/api/v1/ingest/<application>/<operator>/desired`` every ``poll_interval_s``
-    (``{"generation": g, "executors": n, "profile": {"name", "cores", "memoryMiB"}}``; generation 0 = nothing
-    desired yet). For a new generation:
+    (``{"generation": g, "executors": n, "profile": {"name", "cores", "memoryMiB"[, "resource"]}}``; generation
+    0 = nothing desired yet; ``resource``: on typed workers, the custom resource each executor requests one unit
+    of, ``spark.executor.resource.<resource>.amount=1``, see ``connectors.spark.placement``). For a new
+    generation:
 
-    - same profile: ``requestTotalExecutors(n)`` to add, ``killExecutor(id)`` to remove, choosing the executors
+    - same profile (cores, memory, resource): ``requestTotalExecutors(n)`` to add, ``killExecutor(id)`` to remove, choosing the executors
       with the fewest active tasks (the driver's ``/api/v1/applications/<id>/executors``); then waits until the
       driver reports ``n`` active executors (at most ``apply_timeout_s``);
-    - other profile: only under ``run``: waits for a batch boundary (no trigger active, at most 30 s), stops
+    - other profile (other cores, memory or resource): only under ``run``: waits for a batch boundary (no trigger active, at most 30 s), stops
       the query and the SparkContext, starts a new session with ``spark.executor.cores`` / ``.memory`` of the
       profile (memory = ``memoryMiB * memory_scale``, at least 512 MiB, Spark's minimum is 450) and
       rebuilds the query with ``build_query`` (it restarts from its checkpoint: no record lost or duplicated
@@ -81,31 +83,50 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from connectors.spark.placement import executor_conf
+
 log = logging.getLogger("streamscaler.agent")
 
 MIN_EXECUTOR_MEMORY_MIB = 512
 DEFAULT_MAX_EXECUTORS = 16
+#: seconds between reads of this driver's executor list while a change is verified (a local REST call)
+VERIFY_POLL_S = 0.2
 
 
 @dataclass
 class Profile:
-    """An executor profile: cores per executor, memory per executor (MiB), node-type name."""
+    """An executor profile: cores per executor, memory per executor (MiB), node-type name and, on typed workers,
+    the custom resource each executor requests one unit of (``connectors.spark.placement``; empty: none)."""
 
     cores: int = 1
     memory_mib: int = 1024
     name: str = ""
+    resource: str = ""
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> Profile | None:
         if not data:
             return None
-        return cls(int(data.get("cores", 1)), int(data.get("memoryMiB", 1024)), str(data.get("name", "")))
+        return cls(
+            int(data.get("cores", 1)),
+            int(data.get("memoryMiB", 1024)),
+            str(data.get("name", "")),
+            str(data.get("resource") or ""),
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "cores": self.cores, "memoryMiB": self.memory_mib}
+        out: dict[str, Any] = {"name": self.name, "cores": self.cores, "memoryMiB": self.memory_mib}
+        if self.resource:
+            out["resource"] = self.resource
+        return out
 
     def same_resources(self, other: Profile | None) -> bool:
-        return other is not None and (self.cores, self.memory_mib) == (other.cores, other.memory_mib)
+        """Same executor size and placement: a change is applied live (otherwise by a restart)."""
+        return other is not None and (self.cores, self.memory_mib, self.resource) == (
+            other.cores,
+            other.memory_mib,
+            other.resource,
+        )
 
 
 @dataclass
@@ -143,6 +164,22 @@ def memory_conf(profile: Profile, memory_scale: float) -> str:
     return f"{max(int(profile.memory_mib * memory_scale), MIN_EXECUTOR_MEMORY_MIB)}m"
 
 
+def _forget_executor_resources(conf: dict[str, str]) -> None:
+    """Drop ``spark.executor.resource.*`` settings of a previous session that ``conf`` does not set.
+
+    PySpark keeps a stopped session's settings as JVM system properties, which the next SparkConf of the same
+    driver loads: a restart from node type A to B would otherwise request both A's and B's resource."""
+    from pyspark import SparkContext
+
+    jvm = SparkContext._jvm
+    if jvm is None:
+        return
+    system = jvm.java.lang.System
+    for key in list(system.getProperties().stringPropertyNames()):
+        if str(key).startswith("spark.executor.resource.") and str(key) not in conf:
+            system.clearProperty(key)
+
+
 class SparkAgent:
     """Ships progress, applies desired executor counts/profiles (see module docstring for the contract)."""
 
@@ -156,7 +193,7 @@ class SparkAgent:
         queue_size: int = 1000,
         batch_size: int = 100,
         ship_interval_s: float = 1.0,
-        poll_interval_s: float = 1.0,
+        poll_interval_s: float = 0.5,
         apply_timeout_s: float = 60.0,
         memory_scale: float = 1.0,
         max_executors: int = DEFAULT_MAX_EXECUTORS,
@@ -317,14 +354,17 @@ class SparkAgent:
         return bool(self._sc()._jsc.sc().killExecutor(str(executor_id)))
 
     def scale_to(self, n: int) -> None:
-        """Request ``n`` executors in total; kill surplus ones, idlest first (fewest active tasks)."""
-        self._request_total(n)
+        """Kill surplus executors, idlest first (fewest active tasks), then request ``n`` executors in total.
+
+        In this order because ``killExecutor`` also lowers the requested total by one per executor: killing after
+        requesting ``n`` would leave the target below ``n`` (a lost executor would not be replaced)."""
         running = self.executors()
         surplus = len(running) - n
         if surplus > 0:
             victims = sorted(running, key=lambda r: (r.get("activeTasks", 0), r.get("id")))[:surplus]
             for v in victims:
                 self._kill(v["id"])
+        self._request_total(n)
 
     def _wait_executors(self, n: int, timeout_s: float, at_least: bool = False) -> int:
         deadline = time.monotonic() + timeout_s
@@ -341,7 +381,7 @@ class SparkAgent:
                     self.scale_to(n)
                 except Exception:  # noqa: BLE001
                     pass
-            time.sleep(0.5)
+            time.sleep(VERIFY_POLL_S)
         return seen
 
     # ---- desired state ----------------------------------------------------------------------------------
@@ -414,6 +454,7 @@ class SparkAgent:
                         self.profile.cores if self.profile else profile.cores,
                         self.profile.memory_mib if self.profile else profile.memory_mib,
                         profile.name,
+                        self.profile.resource if self.profile else profile.resource,
                     )
                 self._apply_live(gen, n)
             elif self._build_query is None:
@@ -433,8 +474,10 @@ class SparkAgent:
         if profile is not None:
             conf["spark.executor.cores"] = str(profile.cores)
             conf["spark.executor.memory"] = memory_conf(profile, self.memory_scale)
+            conf.update(executor_conf(profile.resource))
             if (self._master or "").startswith("spark://"):
                 conf["spark.cores.max"] = str(max(self.max_executors, executors or 1) * profile.cores)
+        _forget_executor_resources(conf)
         for k, v in conf.items():
             builder = builder.config(k, v)
         spark = builder.getOrCreate()

@@ -22,7 +22,7 @@ import socket
 import subprocess
 import time
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +104,28 @@ def _spawn(cls: str, args: list[str], log: Path) -> subprocess.Popen:
         )
 
 
+def resources_conf(work_dir: Path, resources: dict[str, int]) -> Path:
+    """A worker properties file pointing at a resources file that advertises ``resources`` (name -> amount;
+    addresses ``0..amount-1``), so no discovery script is needed. Returns the properties file."""
+    for res, amount in resources.items():
+        if not res or not all(c.isalnum() or c == "_" for c in res):
+            raise ValueError(f"resource name {res!r}: letters, digits and _ only")
+        if int(amount) < 1:
+            raise ValueError(f"resource {res!r}: amount must be >= 1, got {amount}")
+    allocations = [
+        {
+            "id": {"componentName": "spark.worker", "resourceName": res},
+            "addresses": [str(i) for i in range(int(n))],
+        }
+        for res, n in sorted(resources.items())
+    ]
+    res_file = work_dir / "resources.json"
+    res_file.write_text(json.dumps(allocations))
+    props = work_dir / "worker.properties"
+    props.write_text(f"spark.worker.resourcesFile {res_file}\n")
+    return props
+
+
 @dataclass
 class WorkerProcess:
     """One standalone Worker: pid (= its process group), cores, memory (MiB), web UI port, master's id."""
@@ -114,6 +136,7 @@ class WorkerProcess:
     webui_port: int
     log: str
     worker_id: str = ""
+    resources: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -127,9 +150,13 @@ def start_worker(
     log_dir: Path,
     name: str = "worker",
     wait: bool = True,
-    resources: dict[str, Any] | None = None,
+    resources: dict[str, int] | None = None,
 ) -> WorkerProcess:
-    """Start a Worker of ``cores`` and ``memory_mb`` MiB registered with the master; waits until it is ALIVE."""
+    """Start a Worker of ``cores`` and ``memory_mb`` MiB registered with the master; waits until it is ALIVE.
+
+    ``resources``: custom resources the worker advertises, name -> amount (e.g. ``{"nodetype_small": 2}``);
+    executors that request ``spark.executor.resource.<name>.amount`` are placed only on workers offering it.
+    """
     port = free_port()
     work_dir = log_dir / f"{name}-{port}"
     work_dir.mkdir(parents=True, exist_ok=True)
@@ -145,9 +172,13 @@ def start_worker(
         "--work-dir",
         str(work_dir),
     ]
+    if resources:
+        args += ["--properties-file", str(resources_conf(work_dir, resources))]
     args.append(master_url)
     proc = _spawn("org.apache.spark.deploy.worker.Worker", args, log_dir / f"{name}-{port}.log")
-    w = WorkerProcess(proc.pid, cores, memory_mb, port, str(log_dir / f"{name}-{port}.log"))
+    w = WorkerProcess(
+        proc.pid, cores, memory_mb, port, str(log_dir / f"{name}-{port}.log"), resources=dict(resources or {})
+    )
     if wait:
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline:
@@ -205,8 +236,10 @@ class StandaloneCluster:
         self.stop()
         raise RuntimeError(f"the Spark master did not start within {READY_TIMEOUT_S:.0f} s")
 
-    def add_worker(self, cores: int, memory_mb: int) -> WorkerProcess:
-        w = start_worker(self.master_url, self.web_url, cores, memory_mb, self.log_dir)
+    def add_worker(
+        self, cores: int, memory_mb: int, resources: dict[str, int] | None = None
+    ) -> WorkerProcess:
+        w = start_worker(self.master_url, self.web_url, cores, memory_mb, self.log_dir, resources=resources)
         self.workers.append(w)
         return w
 

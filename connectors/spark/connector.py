@@ -3,14 +3,16 @@
 Controlled operators are those with a Deployment; each runs as its own Spark application (one streaming query)
 whose job includes the agent (``connectors.spark.agent``) under the same application and operator names. The
 node types of the deployment's region catalog are the executor profiles (cores, memoryMiB x
-``executorMemoryScale``). Operators without a Deployment (sources, sinks inside a query) are not scaled.
-Settings: ``autoscaler.schemas.connectors.SparkSettings``.
+``executorMemoryScale``) and, when the region's workers are typed (``connectors.spark.placement``), the
+custom resource the executors request so that they run only on workers of that node type. Operators without
+a Deployment (sources, sinks inside a query) are not scaled. Settings: ``autoscaler.schemas.connectors.SparkSettings``.
 """
 
 from __future__ import annotations
 
 from connectors.base import Connector, Monitor, Realizer
 from connectors.spark.monitor import Binding, SparkMonitor
+from connectors.spark.placement import resource_name, typed_workers
 from connectors.spark.realizer import SparkRealizer
 
 
@@ -55,15 +57,17 @@ def build_spark_connector(application) -> SparkConnector:
             upstream=sorted(u for u in upstream[name] if u in managed),
             fallback_ui_url=settings.ui_url if len(managed) == 1 else "",
         )
-        catalog = op.deployment.region.catalog
+        region = op.deployment.region
+        typed = typed_workers(region.provider)
         profiles[name] = {
             t.name: {
                 "name": t.name,
                 "cores": int(t.cores),
                 "memoryMiB": max(int(t.memory_mib * settings.executor_memory_scale), 512),
                 "speedup": float(t.speedup),
+                **({"resource": resource_name(t.name)} if typed else {}),
             }
-            for t in catalog.node_types.all()
+            for t in region.catalog.node_types.all()
         }
     paths = source_to_sink_paths(names, streams)
     monitor = SparkMonitor(bindings, paths, settings.batch_interval_s)

@@ -6,6 +6,10 @@ Region ``provider.settings``:
   master the workers register with and whose ``/json/`` tells which workers exist and which host executors;
 - ``managed`` (default ``true``): ``false`` for a user's own cluster: ``nodes()`` still reports the master's
   workers, but ``acquire``/``release`` raise ``ProviderError("workers are not managed")``;
+- ``typedWorkers`` (default = ``managed``): a worker of node type ``T`` advertises the custom resource
+  ``nodetype_<T>`` (amount = its cores, ``connectors.spark.placement``) and the connector makes the executors
+  of an operator deployed on ``T`` request it, so node types of the same size (differing in speed or price)
+  land on their own workers;
 - ``memoryScale`` (default 1.0): worker memory = node type memoryMiB x this factor (at least 512 MiB);
 - ``stateDir`` (default ``<AUTOSCALER_VAR_DIR>/spark-workers``): where the provider keeps, per region, the
   workers it started (``<region>.json``: node id -> pid, cores, memory, node type, web UI port), so that another
@@ -28,6 +32,7 @@ from typing import Any
 
 from connectors.infrastructure import Node, NodeProvider, NodeSpec, ProviderError
 from connectors.spark.cluster import master_json, process_alive, start_worker, stop_group
+from connectors.spark.placement import resource_name, typed_workers
 
 
 def _default_state_dir() -> Path:
@@ -52,6 +57,7 @@ class SparkWorkerProvider(NodeProvider):
         self.master_url = str(settings["masterUrl"])
         self.web_url = str(settings["masterWebUi"]).rstrip("/")
         self.managed = bool(settings.get("managed", True))
+        self.typed = typed_workers({"kind": self.kind, "settings": settings})
         self.memory_scale = float(settings.get("memoryScale", 1.0))
         self.state_dir = Path(settings.get("stateDir") or _default_state_dir())
         self.state_file = self.state_dir / f"{region_name}.json"
@@ -126,6 +132,7 @@ class SparkWorkerProvider(NodeProvider):
                     memory,
                     self.state_dir / "logs",
                     name=f"{self.region}-{spec.node_type}",
+                    resources={resource_name(spec.node_type): spec.cores} if self.typed else None,
                 )
             except (RuntimeError, OSError) as exc:
                 raise ProviderError(

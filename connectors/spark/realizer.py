@@ -26,7 +26,7 @@ from typing import Any
 from connectors.base import ApplyResult, Deployment, Realizer, ScalingPlan
 from connectors.spark.monitor import Binding, running_deployment
 
-POLL_S = 0.25
+POLL_S = 0.1  # s between reads of the acknowledgement / the executor count
 
 
 class SparkRealizer(Realizer):
