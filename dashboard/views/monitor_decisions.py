@@ -2,7 +2,7 @@
 
 A decision's time is the time of the period it is about, ``slot * period_s`` (s since the epoch, UTC), the time
 the dashboard's charts place it at; the table shows, orders and filters by that time, not by when the row was
-written (a backfilled or replayed decision is listed with the period it is about)."""
+written (a backfilled or replayed decision is listed with the period it is about). See ``dashboard.decision_query``."""
 
 from __future__ import annotations
 
@@ -10,12 +10,11 @@ import datetime as dt
 
 from django import forms
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import Paginator
-from django.db.models import ExpressionWrapper, F, FloatField, QuerySet
 from django.shortcuts import get_object_or_404, render
 
 from autoscaler.control.models import Decision
 from autoscaler.models import Application
+from dashboard import decision_query
 
 PAGE_SIZE = 50
 OBSERVED_FIELDS = (
@@ -67,11 +66,6 @@ def _utc(value: dt.datetime) -> dt.datetime:
     return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
 
 
-def with_period_time(qs: QuerySet) -> QuerySet:
-    """``qs`` annotated with ``period_t``: the time of the decision's period, ``slot * period_s`` (s, epoch)."""
-    return qs.annotate(period_t=ExpressionWrapper(F("slot") * F("tick__period_s"), output_field=FloatField()))
-
-
 def period_time(d: Decision) -> dt.datetime:
     """The time (UTC) of the period decision ``d`` is about, as the dashboard's charts place it."""
     return dt.datetime.fromtimestamp(d.slot * d.tick.period_s, tz=dt.UTC)
@@ -79,17 +73,17 @@ def period_time(d: Decision) -> dt.datetime:
 
 @login_required
 def decision_list(request):
-    apps = list(
-        Application.objects.filter(owner=request.user).order_by("name").values_list("name", flat=True)
-    )
-    form = DecisionFilter(request.GET or None, apps=apps)
-    qs = with_period_time(Decision.objects.filter(application__owner=request.user))
+    owned = dict(Application.objects.filter(owner=request.user).order_by("name").values_list("name", "id"))
+    form = DecisionFilter(request.GET or None, apps=list(owned))
+    app_ids = list(owned.values())
     selected_app = None
+    since = until = None
+    qs = Decision.objects.all()
     if form.is_bound and form.is_valid():
         f = form.cleaned_data
         if f["application"]:
             selected_app = Application.objects.get(owner=request.user, name=f["application"])
-            qs = qs.filter(application=selected_app)
+            app_ids = [selected_app.id]
         if f["operator"]:
             qs = qs.filter(operator__name=f["operator"])
         if f["granted"] == "granted":
@@ -100,14 +94,16 @@ def decision_list(request):
             qs = qs.exclude(outcome__in=[Decision.Outcome.NO_CHANGE, Decision.Outcome.NO_DATA])
         if f["outcome"]:
             qs = qs.filter(outcome=f["outcome"])
-        if f["since"]:
-            qs = qs.filter(period_t__gte=_utc(f["since"]).timestamp())
-        if f["until"]:
-            qs = qs.filter(period_t__lt=_utc(f["until"]).timestamp())
+        since = _utc(f["since"]).timestamp() if f["since"] else None
+        until = _utc(f["until"]).timestamp() if f["until"] else None
     elif form.is_bound:
-        qs = qs.none()
-    qs = qs.select_related("application", "operator", "tick").order_by("-period_t", "-id")
-    page = Paginator(qs, PAGE_SIZE).get_page(request.GET.get("page"))
+        app_ids = []
+    periods = decision_query.periods_by_application(app_ids)
+    qs = qs.filter(application_id__in=app_ids)
+    qs = decision_query.in_time_range(qs, periods, since, until)
+    page = decision_query.page_of(
+        decision_query.latest_period_first(qs, periods), request.GET.get("page"), PAGE_SIZE
+    )
     for d in page:
         d.period_time = period_time(d)
     query = request.GET.copy()
