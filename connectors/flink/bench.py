@@ -14,7 +14,6 @@ final counts compared with the trace's exact counts).
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 import time
@@ -28,7 +27,7 @@ from connectors.base import ConnectorError, Period, ScalingPlan
 from connectors.flink.cluster import FlinkCluster, TaskManagerProfile
 from connectors.flink.connector import build
 from connectors.flink.jobs import submit_wordcount
-from connectors.flink.pipelines.trace_source import Schedule, expected_counts, load_rates
+from connectors.flink.pipelines.trace_source import Schedule, expected_counts, load_rates, read_counts
 
 OPERATORS = ["sentences", "splitter", "counter", "top"]
 STREAMS = [("sentences", "splitter"), ("splitter", "counter"), ("counter", "top")]
@@ -216,14 +215,14 @@ def run_one(cluster: FlinkCluster, cfg: BenchConfig, name: str, initial: dict[st
         if time.monotonic() - started > cfg.duration_s + 180:
             break
     deadline = time.monotonic() + 120
-    while (
-        conn.job.rest.job(job_id)["state"] not in ("FINISHED", "FAILED", "CANCELED")
-        and time.monotonic() < deadline
-    ):
+    final = conn.job.rest.job(job_id)["state"]
+    while final not in ("FINISHED", "FAILED", "CANCELED") and time.monotonic() < deadline:
         time.sleep(1)
+        final = conn.job.rest.job(job_id)["state"]
+    if final != "FINISHED":  # the sink may still be behind: its counts are not final
+        result.error = result.error or f"job {final} when the counts were read"
     expected = expected_counts(cfg.schedule(), int(cfg.duration_s * 50.0))
-    path = counts_dir / "counts-0.json"
-    got = json.loads(path.read_text()) if path.exists() else {}
+    got = read_counts(str(counts_dir))
     result.lost_or_duplicated = sum(abs(got.get(w, 0) - n) for w, n in expected.items()) + sum(
         n for w, n in got.items() if w not in expected
     )

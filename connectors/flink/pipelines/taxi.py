@@ -8,19 +8,9 @@ parallelism 1). Options as WordCount (``common.options``).
 
 from __future__ import annotations
 
-from common import (
-    RECORD,
-    CountsFile,
-    LatencyGauges,
-    TraceRecords,
-    environment,
-    options,
-    schedule_of,
-    spend,
-    ticks,
-)  # fmt: skip
+from common import CountingSink, run_trace_job, spend
 from pyflink.common import Types
-from pyflink.datastream import KeyedProcessFunction, MapFunction, RuntimeContext
+from pyflink.datastream import DataStream, KeyedProcessFunction, MapFunction, RuntimeContext
 from pyflink.datastream.state import ValueStateDescriptor
 from trace_source import taxi_trip
 
@@ -60,50 +50,34 @@ class Aggregate(KeyedProcessFunction):
         yield value[0], n, total / n, value[3]
 
 
-class Report(MapFunction):
-    def __init__(self, counts_dir: str, window_s: float) -> None:
-        self.latency = LatencyGauges(window_s)
-        self.counts = CountsFile(counts_dir)
+class Report(CountingSink):
+    """Latest statistics per zone: the end-to-end latency of every record, the trip count per zone appended."""
 
-    def open(self, runtime_context: RuntimeContext) -> None:
-        self.latency.register(runtime_context)
-        self.counts.open(runtime_context.get_index_of_this_subtask())
-
-    def close(self) -> None:
-        self.counts.flush()
-
-    def map(self, value):
-        self.latency.observe(value[3])
-        self.counts.update(value[0], value[1])
-        return 0
+    def key_count_created(self, value) -> tuple[str, int, int]:
+        return value[0], value[1], value[3]
 
 
-def main() -> None:
-    args = options("Taxi-trip analytics driven by a rate trace")
-    env, t_env = environment(args)
-    schedule = schedule_of(args)
-    trips = (
-        ticks(t_env, args, schedule)
-        .flat_map(TraceRecords(schedule), output_type=RECORD)
-        .name("trips")
-        .set_parallelism(1)
-    )
+def operators(trips: DataStream, args) -> DataStream:
+    """enrich -> aggregate, at the initial parallelism ``args.parallelism``."""
     enriched = (
         trips.rebalance()
         .map(Enrich(args.cost_ms, args.cost_kind), output_type=TRIP)
         .name("enrich")
         .set_parallelism(args.parallelism)
     )
-    stats = (
+    return (
         enriched.key_by(lambda r: r[0], key_type=Types.STRING())
         .process(Aggregate(args.cost_ms, args.cost_kind), output_type=STATS)
         .name("aggregate")
         .set_parallelism(args.parallelism)
     )
-    sink = stats.map(Report(args.counts_dir, args.latency_window_s), output_type=Types.INT()).name("report")
-    # a chain of its own: at equal parallelism it would otherwise be fused into the upstream vertex
-    sink.start_new_chain().set_parallelism(1).filter(lambda _: False).print().name("discard")
-    env.execute(args.job_name or "taxi")
+
+
+def main() -> None:
+    run_trace_job(
+        "Taxi-trip analytics driven by a rate trace", "taxi", "trips", operators, "report",
+        lambda args: Report(args.counts_dir, args.latency_window_s),
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

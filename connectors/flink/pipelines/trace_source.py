@@ -117,3 +117,23 @@ def taxi_trip(record: int) -> tuple[str, float, float]:
     distance = 0.5 + (h >> 8) % 200 / 10.0
     fare = round(2.5 + distance * 1.8 + (h >> 16) % 10 / 2.0, 2)
     return zone, distance, fare
+
+
+def counts_path(directory: str, subtask: int) -> str:
+    """The counts log of sink subtask ``subtask`` under ``directory`` (see ``common.CountsFile``)."""
+    return f"{directory}/counts-{subtask}.log"
+
+
+def read_counts(directory: str) -> dict[str, int]:
+    """The final count per key written by the sink subtasks under ``directory``: the largest count each key was
+    given in any ``counts-<n>.log`` (``key<TAB>count`` lines; a torn last line of a killed process is skipped)."""
+    import glob
+
+    out: dict[str, int] = {}
+    for path in sorted(glob.glob(f"{directory}/counts-*.log")):
+        with open(path) as fh:
+            for line in fh:
+                key, sep, count = line.rstrip("\n").partition("\t")
+                if sep and count.isdigit():
+                    out[key] = max(out.get(key, 0), int(count))
+    return out

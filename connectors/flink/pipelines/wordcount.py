@@ -13,19 +13,9 @@ from __future__ import annotations
 
 import heapq
 
-from common import (
-    RECORD,
-    CountsFile,
-    LatencyGauges,
-    TraceRecords,
-    environment,
-    options,
-    schedule_of,
-    spend,
-    ticks,
-)  # fmt: skip
+from common import CountingSink, run_trace_job, spend
 from pyflink.common import Types
-from pyflink.datastream import FlatMapFunction, KeyedProcessFunction, MapFunction, RuntimeContext
+from pyflink.datastream import DataStream, FlatMapFunction, KeyedProcessFunction, RuntimeContext
 from pyflink.datastream.state import ValueStateDescriptor
 from trace_source import is_stop_word, sentence
 
@@ -60,41 +50,23 @@ class Counter(KeyedProcessFunction):
         yield value[0], n, value[1]
 
 
-class Top(MapFunction):
-    """Keeps the top-10 words by count; measures the end-to-end latency of every record."""
+class Top(CountingSink):
+    """Keeps the top-10 words by count; measures the end-to-end latency of every record, appends the counts."""
 
     def __init__(self, counts_dir: str, window_s: float) -> None:
-        self.latency = LatencyGauges(window_s)
-        self.counts = CountsFile(counts_dir)
+        super().__init__(counts_dir, window_s)
         self.top: dict[str, int] = {}
 
-    def open(self, runtime_context: RuntimeContext) -> None:
-        self.latency.register(runtime_context)
-        self.counts.open(runtime_context.get_index_of_this_subtask())
-
-    def close(self) -> None:
-        self.counts.flush()
-
     def map(self, value):
-        w, n, created = value
-        self.latency.observe(created)
-        self.counts.update(w, n)
+        w, n, _ = value
         self.top[w] = n
         if len(self.top) > 50:
             self.top = dict(heapq.nlargest(10, self.top.items(), key=lambda kv: kv[1]))
-        return 0
+        return super().map(value)
 
 
-def main() -> None:
-    args = options("WordCount (paper 004) driven by a rate trace")
-    env, t_env = environment(args)
-    schedule = schedule_of(args)
-    records = (
-        ticks(t_env, args, schedule)
-        .flat_map(TraceRecords(schedule), output_type=RECORD)
-        .name("sentences")
-        .set_parallelism(1)
-    )
+def operators(records: DataStream, args) -> DataStream:
+    """splitter (+ filter) -> counter, at the initial parallelism ``args.parallelism``."""
     words = (
         records.rebalance()
         .flat_map(Splitter(args.cost_ms, args.cost_kind), output_type=WORD)
@@ -104,16 +76,19 @@ def main() -> None:
         .name("filter")
         .set_parallelism(args.parallelism)
     )
-    counts = (
+    return (
         words.key_by(lambda r: r[0], key_type=Types.STRING())
         .process(Counter(args.cost_ms, args.cost_kind), output_type=COUNT)
         .name("counter")
         .set_parallelism(args.parallelism)
     )
-    sink = counts.map(Top(args.counts_dir, args.latency_window_s), output_type=Types.INT()).name("top")
-    # a chain of its own: at equal parallelism it would otherwise be fused into the upstream vertex
-    sink.start_new_chain().set_parallelism(1).filter(lambda _: False).print().name("discard")
-    env.execute(args.job_name or "wordcount")
+
+
+def main() -> None:
+    run_trace_job(
+        "WordCount (paper 004) driven by a rate trace", "wordcount", "sentences", operators, "top",
+        lambda args: Top(args.counts_dir, args.latency_window_s),
+    )  # fmt: skip
 
 
 if __name__ == "__main__":
