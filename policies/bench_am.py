@@ -136,6 +136,12 @@ def main_am(argv: list[str] | None = None) -> int:
         default=1.0,
         help="validation runs the observed rates times this factor (headroom for a busier future)",
     )
+    ap.add_argument(
+        "--validation-steps",
+        type=int,
+        default=None,
+        help="validation replays the observed window cyclically over this many periods (default: once)",
+    )
     ap.add_argument("--margin-r", type=float, default=None, help="margin on eta_R (default: --margin)")
     ap.add_argument("--margin", type=float, default=0.5, help="BO aims at margin * budgets in simulation")
     ap.add_argument("--jobs", type=int, default=1, help="settings run in parallel processes")
@@ -219,6 +225,7 @@ def run_setting(job: tuple) -> tuple[list[dict[str, Any]], list[float], list[flo
         margin_r=args.margin_r,
         validation_k=args.validation_k,
         validation_load=args.validation_load,
+        validation_steps=args.validation_steps,
     )
     t0 = time.perf_counter()
     cfg = bo.optimise(obs)
@@ -322,7 +329,13 @@ def render(
         f"{args.replications} simulation(s) per candidate (the same OM seeds for every candidate)"
         + (
             f"; the naive warm start, the chosen and the cheapest candidates are then re-run on {args.validation} "
-            f"held-out OM seeds (observed rates x {getattr(args, 'validation_load', 1.0):g}) and the cheapest one "
+            f"held-out OM seeds (observed rates x {getattr(args, 'validation_load', 1.0):g}"
+            + (
+                f", replayed over {args.validation_steps} periods"
+                if getattr(args, "validation_steps", None)
+                else ""
+            )
+            + f") and the cheapest one "
             f"whose violations and reconfigurations + {getattr(args, 'validation_k', 0.0):g} standard errors meet "
             "the full budgets is applied."
             if getattr(args, "validation", 0)

@@ -20,11 +20,13 @@ numbers), so candidates differ by their configuration, not by the luck of a lear
 are fitted; the token bucket already bounds the reconfigurations, so ``margin_r`` = 1 is reasonable). With
 ``validation_replications`` > 0, the warm start (always), the chosen configuration and the cheapest candidates
 (at most ``validate_top``) are re-run with held-out OM seeds, optionally on the observed rates scaled by
-``validation_load`` (headroom for a busier future), and the cheapest one whose violations and reconfigurations
-plus ``validation_k`` standard errors of those runs meet the full budgets is applied: this guards against a
-candidate whose training runs were merely lucky (the margin is calibrated per setting by the spread of the
-held-out runs), and an incumbent that already meets the budgets is never replaced by a costlier configuration.
-If the optimisation raises or runs out of time, the AM keeps the last good configuration and records why in ``history``.
+``validation_load`` (headroom for a busier future) and replayed cyclically over ``validation_steps`` periods
+(the horizon the configuration will hold: a learning OM's early mistakes weigh as much as they will), and the
+cheapest one whose violations and reconfigurations plus ``validation_k`` standard errors of those runs meet the
+full budgets is applied: this guards against a candidate whose training runs were merely lucky (the margin is
+calibrated per setting by the spread of the held-out runs), and an incumbent that already meets the budgets is
+never replaced by a costlier configuration. If the optimisation raises or runs out of time, the AM keeps the
+last good configuration and records why in ``history``.
 """
 
 from __future__ import annotations
@@ -130,6 +132,7 @@ class BayesianAM:
         margin_r: float | None = None,
         validation_k: float = 1.0,
         validation_load: float = 1.0,
+        validation_steps: int | None = None,
     ) -> None:
         self.app = app
         self.node_types = tuple(node_types)
@@ -173,6 +176,13 @@ class BayesianAM:
                 f"validation_load: must be in [0.5, 2] (factor on the rates), got {validation_load}"
             )
         self.validation_k, self.validation_load = validation_k, validation_load
+        if validation_steps is not None and (
+            isinstance(validation_steps, bool)
+            or not isinstance(validation_steps, int)
+            or validation_steps < 1
+        ):
+            raise ValueError(f"validation_steps: must be an integer >= 1 periods, got {validation_steps!r}")
+        self.validation_steps = validation_steps
         #: (training cost $/h, margined-feasible, feasible at the full budgets, configuration) of every evaluation
         self._candidates: list[tuple[float, bool, bool, AMConfiguration]] = []
         self.new_arbiter()  # validates the arbitration parameters
@@ -198,6 +208,7 @@ class BayesianAM:
         obs: Observations,
         seed_offset: int = 0,
         replications: int | None = None,
+        steps: int | None = None,
     ) -> dict[str, Any]:
         """Simulate ``config`` on the observed trace with the fitted models; the run's summary, averaged over
         ``replications`` runs with different OM seeds (a learning OM's outcome varies a lot from seed to seed).
@@ -216,7 +227,7 @@ class BayesianAM:
                 oms=oms,
                 arbiter=self.new_arbiter(),
                 models=obs.models,
-                steps=self.sim_steps,
+                steps=self.sim_steps if steps is None else steps,
             )
             runs.append(res.summary(self.eta_v, self.eta_r))
         self.evaluations += 1
@@ -351,7 +362,7 @@ class BayesianAM:
         self, chosen: AMConfiguration, last_good: AMConfiguration, obs: Observations, deadline: float
     ) -> tuple[AMConfiguration, list[dict[str, Any]]]:
         """Re-run, with ``validation_replications`` held-out OM seeds on the observed rates times
-        ``validation_load``, the warm start (always), the chosen configuration and the cheapest candidates
+        ``validation_load`` (replayed cyclically over ``validation_steps`` periods when given), the warm start (always), the chosen configuration and the cheapest candidates
         (in training) that met the margined budgets, then those that met the full budgets (``validate_top`` in
         all besides the warm start). A configuration passes when its mean violations and reconfigurations plus
         ``validation_k`` standard errors (over the held-out runs) are within the full budgets; the cheapest one
@@ -367,6 +378,8 @@ class BayesianAM:
             if keys(config) not in [keys(o) for o in ordered]:
                 ordered.append(config)
         rates = obs.rates * self.validation_load
+        if self.validation_steps is not None:  # replay the observed window cyclically over the horizon
+            rates = np.resize(rates, self.validation_steps)
         held_out = Observations(rates, obs.models)
         checked: list[dict[str, Any]] = []
         passing: list[tuple[float, int, AMConfiguration]] = []
@@ -375,7 +388,11 @@ class BayesianAM:
             if checked and time.perf_counter() > deadline:
                 break
             summary = self.evaluate(
-                config, held_out, seed_offset=7919, replications=self.validation_replications
+                config,
+                held_out,
+                seed_offset=7919,
+                replications=self.validation_replications,
+                steps=len(rates),
             )
             k = self.validation_k
             upper = {
@@ -392,6 +409,7 @@ class BayesianAM:
                     "violations_upper_pct": upper["violations_pct"],
                     "reconfigurations_upper_pct": upper["reconfigurations_pct"],
                     "meets_budgets": ok,
+                    "periods": summary["steps"],
                     "warm_start": config is last_good,
                     "config": config.as_dict(self.app.names),
                 }

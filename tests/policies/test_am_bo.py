@@ -295,3 +295,14 @@ def test_bo_manifest_params_are_validated() -> None:
     ):
         with pytest.raises(ValueError, match=f"params.{field}"):
             BayesianAM.validate_params(params)
+
+
+def test_validation_replays_the_observed_window_over_the_horizon() -> None:
+    app = application("A")
+    obs = observations(app, 120)
+    am = BayesianAM(app, NT, factory, validation_replications=1, validation_steps=300, sim_steps=60)
+    _, checked = am._validate(am.configuration, am.configuration, obs, deadline=float("inf"))
+    assert checked[0]["periods"] == 300  # 120 observed periods replayed 2.5 times, not cut to sim_steps
+    assert am.evaluate(am.configuration, obs)["steps"] == 60  # training keeps its own length
+    with pytest.raises(ValueError, match="validation_steps"):
+        BayesianAM(app, NT, factory, validation_steps=0)
