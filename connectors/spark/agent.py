@@ -83,7 +83,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from connectors.spark.placement import executor_conf
+from connectors.spark.placement import PREFIX, executor_conf
 
 log = logging.getLogger("streamscaler.agent")
 
@@ -165,10 +165,12 @@ def memory_conf(profile: Profile, memory_scale: float) -> str:
 
 
 def _forget_executor_resources(conf: dict[str, str]) -> None:
-    """Drop ``spark.executor.resource.*`` settings of a previous session that ``conf`` does not set.
+    """Drop node-type resource requests (``spark.executor.resource.nodetype_*``) of a previous session that
+    ``conf`` does not set.
 
     PySpark keeps a stopped session's settings as JVM system properties, which the next SparkConf of the same
-    driver loads: a restart from node type A to B would otherwise request both A's and B's resource."""
+    driver loads: a restart from node type A to B would otherwise request both A's and B's resource. Other
+    resources (e.g. GPUs given to spark-submit) are left alone."""
     from pyspark import SparkContext
 
     jvm = SparkContext._jvm
@@ -176,7 +178,7 @@ def _forget_executor_resources(conf: dict[str, str]) -> None:
         return
     system = jvm.java.lang.System
     for key in list(system.getProperties().stringPropertyNames()):
-        if str(key).startswith("spark.executor.resource.") and str(key) not in conf:
+        if str(key).startswith(f"spark.executor.resource.{PREFIX}") and str(key) not in conf:
             system.clearProperty(key)
 
 

@@ -1,0 +1,40 @@
+"""The order of the agent's executor calls: Spark's ``killExecutor`` also lowers the requested total, so surplus
+executors are killed first and the total is requested last (else the target ends below the desired count)."""
+
+from __future__ import annotations
+
+from connectors.spark.agent import SparkAgent
+
+
+class Recorder(SparkAgent):
+    """An agent whose Spark calls are recorded (the requested total inside Spark is not observable)."""
+
+    def __init__(self, running: list[dict]) -> None:
+        super().__init__("a", "o", "http://127.0.0.1:9", "t")
+        self.running = running
+        self.calls: list[tuple[str, object]] = []
+
+    def executors(self) -> list[dict]:
+        return list(self.running)
+
+    def _kill(self, executor_id: str) -> bool:
+        self.calls.append(("kill", executor_id))
+        return True
+
+    def _request_total(self, n: int) -> bool:
+        self.calls.append(("total", n))
+        return True
+
+
+def test_scaling_in_kills_the_idlest_first_then_sets_the_total():
+    agent = Recorder(
+        [{"id": "1", "activeTasks": 2}, {"id": "2", "activeTasks": 0}, {"id": "3", "activeTasks": 1}]
+    )
+    agent.scale_to(1)
+    assert agent.calls == [("kill", "2"), ("kill", "3"), ("total", 1)]
+
+
+def test_scaling_out_only_requests_the_total():
+    agent = Recorder([{"id": "1", "activeTasks": 0}])
+    agent.scale_to(3)
+    assert agent.calls == [("total", 3)]
