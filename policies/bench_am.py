@@ -142,6 +142,12 @@ def main_am(argv: list[str] | None = None) -> int:
         default=None,
         help="validation replays the observed window cyclically over this many periods (default: once)",
     )
+    ap.add_argument(
+        "--fallback",
+        type=int,
+        default=0,
+        help="when no validated candidate passes, validate up to N more with the fewest training violations",
+    )
     ap.add_argument("--margin-r", type=float, default=None, help="margin on eta_R (default: --margin)")
     ap.add_argument("--margin", type=float, default=0.5, help="BO aims at margin * budgets in simulation")
     ap.add_argument("--jobs", type=int, default=1, help="settings run in parallel processes")
@@ -226,6 +232,7 @@ def run_setting(job: tuple) -> tuple[list[dict[str, Any]], list[float], list[flo
         validation_k=args.validation_k,
         validation_load=args.validation_load,
         validation_steps=args.validation_steps,
+        fallback_top=args.fallback,
     )
     t0 = time.perf_counter()
     cfg = bo.optimise(obs)
@@ -337,7 +344,13 @@ def render(
             )
             + f") and the cheapest one "
             f"whose violations and reconfigurations + {getattr(args, 'validation_k', 0.0):g} standard errors meet "
-            "the full budgets is applied."
+            "the full budgets is applied"
+            + (
+                f" (when none does, up to {args.fallback} more candidates with the fewest training violations "
+                "are validated)."
+                if getattr(args, "fallback", 0)
+                else "."
+            )
             if getattr(args, "validation", 0)
             else "."
         ),

@@ -133,6 +133,7 @@ class BayesianAM:
         validation_k: float = 1.0,
         validation_load: float = 1.0,
         validation_steps: int | None = None,
+        fallback_top: int = 0,
     ) -> None:
         self.app = app
         self.node_types = tuple(node_types)
@@ -183,8 +184,12 @@ class BayesianAM:
         ):
             raise ValueError(f"validation_steps: must be an integer >= 1 periods, got {validation_steps!r}")
         self.validation_steps = validation_steps
-        #: (training cost $/h, margined-feasible, feasible at the full budgets, configuration) of every evaluation
-        self._candidates: list[tuple[float, bool, bool, AMConfiguration]] = []
+        if isinstance(fallback_top, bool) or not isinstance(fallback_top, int) or fallback_top < 0:
+            raise ValueError(f"fallback_top: must be an integer >= 0, got {fallback_top!r}")
+        self.fallback_top = fallback_top
+        #: (training cost $/h, margined-feasible, feasible at the full budgets, configuration, training
+        #: violations %) of every evaluation
+        self._candidates: list[tuple[float, bool, bool, AMConfiguration, float]] = []
         self.new_arbiter()  # validates the arbitration parameters
         self.configuration = AMConfiguration(naive_bounds(app), EQUAL_WEIGHTS)
         self.history: list[dict[str, Any]] = [{"event": "initial", "how": "naive Alg. 5, equal weights"}]
@@ -356,19 +361,23 @@ class BayesianAM:
         self, config: AMConfiguration, value: float, cons: list[float], summary: dict[str, Any]
     ) -> None:
         _, full, _ = self._objective(summary, margin=1.0)
-        self._candidates.append((value, _viol(cons) <= 0, _viol(full) <= 0, config))
+        self._candidates.append(
+            (value, _viol(cons) <= 0, _viol(full) <= 0, config, summary["violations_pct"])
+        )
 
     def _validate(
         self, chosen: AMConfiguration, last_good: AMConfiguration, obs: Observations, deadline: float
     ) -> tuple[AMConfiguration, list[dict[str, Any]]]:
         """Re-run, with ``validation_replications`` held-out OM seeds on the observed rates times
-        ``validation_load`` (replayed cyclically over ``validation_steps`` periods when given), the warm start (always), the chosen configuration and the cheapest candidates
-        (in training) that met the margined budgets, then those that met the full budgets (``validate_top`` in
-        all besides the warm start). A configuration passes when its mean violations and reconfigurations plus
-        ``validation_k`` standard errors (over the held-out runs) are within the full budgets; the cheapest one
-        that passes (mean validation cost, $/h) is applied -- so an incumbent that already passes is never
-        replaced by a costlier configuration. When none passes, the one closest to passing. Returns it and what
-        was checked."""
+        ``validation_load`` (replayed cyclically over ``validation_steps`` periods when given), the warm start
+        (always), the chosen configuration and the cheapest candidates (in training) that met the margined
+        budgets, then those that met the full budgets (``validate_top`` in all besides the warm start). A
+        configuration passes when its mean violations and reconfigurations plus ``validation_k`` standard errors
+        (over the held-out runs) are within the full budgets; the cheapest one that passes (mean validation
+        cost, $/h) is applied -- so an incumbent that already passes is never replaced by a costlier
+        configuration. When none passes, up to ``fallback_top`` more candidates, those with the fewest
+        violations in training, are validated the same way; when still none passes, the one closest to
+        passing. Returns it and what was checked."""
         keys = lambda c: c.as_dict()  # noqa: E731 -- configurations compare by their rounded values
         ordered: list[AMConfiguration] = [last_good]
         ranked = sorted(self._candidates, key=lambda c: (not c[1], not c[2], c[0]))
@@ -383,10 +392,9 @@ class BayesianAM:
         held_out = Observations(rates, obs.models)
         checked: list[dict[str, Any]] = []
         passing: list[tuple[float, int, AMConfiguration]] = []
-        closest: tuple[float, float, AMConfiguration] | None = None
-        for config in ordered:
-            if checked and time.perf_counter() > deadline:
-                break
+        closest: list[tuple[float, float, AMConfiguration]] = []
+
+        def check(config: AMConfiguration) -> None:
             summary = self.evaluate(
                 config,
                 held_out,
@@ -411,16 +419,30 @@ class BayesianAM:
                     "meets_budgets": ok,
                     "periods": summary["steps"],
                     "warm_start": config is last_good,
+                    "fallback": len(checked) >= len(ordered),
                     "config": config.as_dict(self.app.names),
                 }
             )
             if ok:
                 passing.append((value, len(checked), config))
-            elif closest is None or (_viol(cons), value) < closest[:2]:
-                closest = (_viol(cons), value, config)
+            else:
+                closest.append((_viol(cons), value, config))
+
+        for config in ordered:
+            if checked and time.perf_counter() > deadline:
+                break
+            check(config)
+        if not passing and self.fallback_top > 0:
+            seen = [keys(o) for o in ordered]
+            for c in sorted(self._candidates, key=lambda c: (c[4], c[0])):
+                if len(checked) >= len(ordered) + self.fallback_top or time.perf_counter() > deadline:
+                    break
+                if keys(c[3]) not in seen:
+                    seen.append(keys(c[3]))
+                    check(c[3])
         if passing:
             return min(passing, key=lambda p: p[:2])[2], checked
-        return (closest[2] if closest else chosen), checked
+        return (min(closest, key=lambda c: c[:2])[2] if closest else chosen), checked
 
     def _apply(self, phase: str, current: AMConfiguration, x: np.ndarray) -> AMConfiguration:
         if phase == "bounds":

@@ -229,7 +229,7 @@ def test_a_feasible_incumbent_is_never_replaced_by_a_costlier_configuration() ->
     am = BayesianAM(app, NT, factory, eta_v=0.6, eta_r=0.6, validation_replications=2)
     incumbent = am.configuration
     tight = AMConfiguration(incumbent.bounds_s * 0.4, CostWeights(0.8, 0.1, 0.1))  # more replicas
-    am._candidates = [(0.0, True, True, tight)]  # BO's training runs found it cheaper and feasible
+    am._candidates = [(0.0, True, True, tight, 0.0)]  # BO's training runs found it cheaper and feasible
     applied, checked = am._validate(tight, incumbent, obs, deadline=float("inf"))
     assert [c["warm_start"] for c in checked] == [True, False]
     assert all(c["meets_budgets"] for c in checked)  # lenient budgets: both pass ...
@@ -306,3 +306,20 @@ def test_validation_replays_the_observed_window_over_the_horizon() -> None:
     assert am.evaluate(am.configuration, obs)["steps"] == 60  # training keeps its own length
     with pytest.raises(ValueError, match="validation_steps"):
         BayesianAM(app, NT, factory, validation_steps=0)
+
+
+def test_when_nothing_passes_the_safest_training_candidates_are_validated() -> None:
+    app = application("A")
+    obs = observations(app, 200)
+    am = BayesianAM(app, NT, factory, eta_v=0.05, eta_r=0.5, validation_replications=1, fallback_top=2)
+    naive = am.configuration  # never scales out with the lookahead OM: misses eta_V (first test)
+    safe = AMConfiguration(naive.bounds_s, CostWeights(0.8, 0.1, 0.1))
+    lazy = AMConfiguration(naive.bounds_s * 1.01, naive.weights)
+    am._candidates = [(1.0, False, False, lazy, 30.0), (2.0, False, False, safe, 0.5)]
+    applied, checked = am._validate(naive, naive, obs, deadline=float("inf"))
+    assert [c["fallback"] for c in checked] == [False, True, True]
+    assert checked[1]["config"] == safe.as_dict(app.names)  # the fewest training violations first
+    assert not checked[0]["meets_budgets"] and checked[1]["meets_budgets"]
+    assert applied is safe
+    with pytest.raises(ValueError, match="fallback_top"):
+        BayesianAM(app, NT, factory, fallback_top=-1)
