@@ -95,8 +95,12 @@ def main() -> None:
     )
     ap.add_argument("--cores", type=int, default=3, help="worker cores (executors have 1 core)")
     ap.add_argument("--poll", type=float, default=None, help="agent poll interval (s); default: the agent's")
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark conf")
     args = ap.parse_args()
     steps = [int(s) for s in args.steps.split(",") if s]
+    extra = dict(kv.split("=", 1) for kv in args.conf if "=" in kv)
+    if len(extra) != len(args.conf):
+        raise SystemExit("--conf: KEY=VALUE expected")
     if not steps or min(steps) < 1 or max(steps) > args.cores:
         raise SystemExit(f"--steps: counts must be within 1..--cores ({args.cores})")
     from connectors.spark.agent import run
@@ -112,7 +116,7 @@ def main() -> None:
         agent = run(
             _build(str(work / "ck")),
             {"spark.sql.shuffle.partitions": "2", "spark.ui.port": "0", "spark.driver.host": "127.0.0.1",
-             "spark.ui.showConsoleProgress": "false"},
+             "spark.ui.showConsoleProgress": "false", **extra},
             master=cluster.master_url, application="probe", operator="op", url=stub.url, token="-",
             profile=profile, executors=1, block=False, apply_timeout_s=120.0, **options,
         )  # fmt: skip

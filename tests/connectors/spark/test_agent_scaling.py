@@ -19,6 +19,7 @@ class Recorder(SparkAgent):
 
     def _kill(self, executor_id: str) -> bool:
         self.calls.append(("kill", executor_id))
+        self._killing.add(executor_id)  # as the real one does when Spark accepts the kill
         return True
 
     def _request_total(self, n: int) -> bool:
@@ -38,3 +39,14 @@ def test_scaling_out_only_requests_the_total():
     agent = Recorder([{"id": "1", "activeTasks": 0}])
     agent.scale_to(3)
     assert agent.calls == [("total", 3)]
+
+
+def test_executors_being_stopped_are_not_counted_again():
+    """The REST API lists a killed executor as active for seconds: a second look must not kill another."""
+    agent = Recorder([{"id": "1", "activeTasks": 0}, {"id": "2", "activeTasks": 1}])
+    agent.scale_to(1)
+    agent.scale_to(1)  # executor 1 still listed: nothing more to kill
+    assert agent.calls == [("kill", "1"), ("total", 1), ("total", 1)]
+    agent.running = [{"id": "2", "activeTasks": 1}]
+    agent.scale_to(1)
+    assert agent._killing == set()  # forgotten once gone
