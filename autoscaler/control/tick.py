@@ -358,7 +358,6 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
         granted = arbiter.arbitrate(requests) if requests else []
         if capacity.reserve(topo, requests, granted):
             break
-    control.bucket_tokens = arbiter.bucket.tokens
     plan: dict[str, dict[str, int]] = {}
     before: dict[str, dict[str, int]] = {}
     names = topo.type_names
