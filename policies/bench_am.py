@@ -93,13 +93,25 @@ def run_config(
     return res.summary(eta_v, eta_r)
 
 
-def observe(app: Application, trace: np.ndarray, seed: int) -> Observations:
+def observe(
+    app: Application, trace: np.ndarray, seed: int, seen: dict[str, Any] | None = None
+) -> Observations:
+    """What the AM observes over ``trace``: the rates and M/G/1 models fitted to 2,000 sampled service times per
+    operator; with ``seen`` (a run summary of the current configuration over the same periods) also the violation
+    and reconfiguration fractions measured while it ran."""
     rng = np.random.default_rng(seed)
     models = [
         fit_queue_model(rng.gamma(2.0, op.service_mean_s / 2.0, size=2000))  # mean s, variance s^2/2
         for op in app.operators
     ]
-    return Observations(trace, models)
+    if seen is None:
+        return Observations(trace, models)
+    return Observations(
+        trace,
+        models,
+        observed_violation_fraction=seen["violations_pct"] / 100.0,
+        observed_reconfiguration_fraction=seen["reconfigurations_pct"] / 100.0,
+    )
 
 
 def main_am(argv: list[str] | None = None) -> int:
@@ -210,8 +222,10 @@ def run_setting(job: tuple) -> tuple[list[dict[str, Any]], list[float], list[flo
     bo_times: list[float] = []
     bo_cpu: list[float] = []
     app = application(app_name)
-    obs = observe(app, observed, args.seed)
     naive = NaiveAM(app, eta_v, eta_r)
+    # what "really" happened while the warm start (naive) ran over the observed periods: true models, same OM seed
+    r_seen = run_config(app, nt, om, naive.configuration, observed, eta_v, eta_r, args.seed)
+    obs = observe(app, observed, args.seed, r_seen)
     r_naive = run_config(app, nt, om, naive.configuration, evaluated, eta_v, eta_r, args.seed)
     bo = BayesianAM(
         app,
@@ -256,6 +270,11 @@ def run_setting(job: tuple) -> tuple[list[dict[str, Any]], list[float], list[flo
     bo_times += [h["seconds"] for h in bo.history[n_before:]]
     bo_cpu += [h["cpu_seconds"] for h in bo.history[1:]]
     setting = {"app": app_name, "n_res": n_res, "eta_v": eta_v, "eta_r": eta_r}
+    validation = bo.history[n_before - 1].get("validation", [])  # the optimisation before the run
+    kept_on_evidence = bool(
+        (validation and validation[0].get("reason") and cfg.as_dict(app.names) == validation[0]["config"])
+        or bo.history[n_before - 1].get("kept_warm_start")
+    )
     rows.append(setting | {"am": "naive", **r_naive, "bo_seconds": None, "evaluations": None})
     rows.append(
         setting
@@ -267,22 +286,28 @@ def run_setting(job: tuple) -> tuple[list[dict[str, Any]], list[float], list[flo
             "optimisations": len(bo.history) - 1,
             "outcome": bo.history[-1]["outcome"],
             "config": cfg.as_dict(app.names),
+            "observed_violations_pct": r_seen["violations_pct"],
+            "observed_reconfigurations_pct": r_seen["reconfigurations_pct"],
+            "observed_within": bool(r_seen["violations_met"] and r_seen["reconfigurations_met"]),
+            "kept_on_evidence": kept_on_evidence,
         }
     )
     print(
-        f"{app_name} N_res={n_res} eta_V={eta_v} eta_R={eta_r}: naive cost {r_naive['avg_resource_cost']:.2f} "
+        f"{app_name} N_res={n_res} eta_V={eta_v} eta_R={eta_r}: naive over the observed window viol "
+        f"{r_seen['violations_pct']:.2f}% rcf {r_seen['reconfigurations_pct']:.2f}%; naive cost {r_naive['avg_resource_cost']:.2f} "
         f"viol {r_naive['violations_pct']:.2f}% rcf {r_naive['reconfigurations_pct']:.2f}% | BO cost "
         f"{r_bo['avg_resource_cost']:.2f} viol {r_bo['violations_pct']:.2f}% rcf "
         f"{r_bo['reconfigurations_pct']:.2f}% ({bo_s:.0f} s, {bo.evaluations} evaluations, "
         f"{bo.history[-1]['outcome']})",
         flush=True,
     )
-    for c in bo.history[-1].get("validation", []):
+    for c in validation:
         print(
             f"  validated{' (warm start)' if c['warm_start'] else ''}: cost {c['avg_resource_cost']:.2f} "
             f"viol {c['violations_pct']:.2f}% (+k se {c['violations_upper_pct']:.2f}%) rcf "
             f"{c['reconfigurations_pct']:.2f}% (+k se {c['reconfigurations_upper_pct']:.2f}%) "
-            f"{'passes' if c['meets_budgets'] else 'fails'}",
+            f"{'passes' if c['meets_budgets'] else 'fails'}"
+            + (f" ({c['reason']}; the simulator fails it)" if c.get("reason") else ""),
             flush=True,
         )
     if app_name == "A" and n_res == 1 and (eta_v, eta_r) == first_budget:
@@ -353,7 +378,10 @@ def render(
             )
             if getattr(args, "validation", 0)
             else "."
-        ),
+        )
+        + " The AM is also told what the naive warm start really did over the observed periods (a run of it with "
+        "the true models and the same OM seed): when its violations and reconfigurations there were within both "
+        "budgets, the warm start counts as validated even if the simulator fails it.",
         "",
         "| app | N_res | eta_V | eta_R | AM | resource cost ($/h) | violations % | reconfigurations % | "
         "both met | BO time (s) |",
@@ -375,8 +403,17 @@ def render(
         for a, b in zip(naive, bo, strict=True)
         if met(a) and met(b)
     ]
+    seen = [b for b in bo if "observed_within" in b]
+    evidence = [
+        f"{b['app']} N_res={b['n_res']} eta_V={100 * b['eta_v']:g}%" for b in seen if b["kept_on_evidence"]
+    ]
     lines += [
         "",
+        f"- Naive over the observed window (what the AM is told it measured): within both budgets in "
+        f"{sum(b['observed_within'] for b in seen)}/{len(seen)} settings; BO applied the naive warm start on that "
+        f"evidence (the simulator's validation failed it) in {len(evidence)}/{len(seen)}"
+        + (f" ({', '.join(evidence)})" if evidence else "")
+        + ".",
         f"- Both budgets met: naive in {sum(map(met, naive))}/{n} settings ({100 * sum(map(met, naive)) / n:.0f}%), "
         f"BO in {sum(map(met, bo))}/{n} ({100 * sum(map(met, bo)) / n:.0f}%). Published: {PUBLISHED}.",
         f"- Resource cost BO / naive: median {np.median(cost_ratio):.2f} (min {min(cost_ratio):.2f}, max "

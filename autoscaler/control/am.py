@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from django.db import transaction
 
-from autoscaler.control.models import ApplicationControl, Tick
+from autoscaler.control.models import ApplicationControl, Decision, Tick
 from autoscaler.control.tick import application_lock
 from autoscaler.control.topology import (
     DEFAULT_AM_POLICY,
@@ -66,7 +66,9 @@ def managed_application(topo: Topology):
 def bo_configuration(
     app: Application, topo: Topology, params: dict[str, Any], since_slot: int
 ) -> dict[str, Any]:
-    """Run the BO AM on the periods observed after ``since_slot``; returns the new configuration (ms)."""
+    """Run the BO AM on the periods observed after ``since_slot``, told the violation and reconfiguration
+    fractions the configuration in place really had over them (:func:`observed_fractions`); returns the new
+    configuration (ms) and, under ``observed``, those fractions."""
     from policies.am.bo import BayesianAM, Observations, om_factory_from_registry
     from policies.am.naive import AMConfiguration
     from policies.model import CostWeights
@@ -74,17 +76,19 @@ def bo_configuration(
     papp = managed_application(topo)
     roots = [n for n in papp.names if not any(b == n for _, b in papp.edges)]
     rates = []
-    for metrics in (
+    ticks = list(
         Tick.objects.filter(application=app, slot__gt=since_slot, status="done")
         .order_by("slot")
-        .values_list("metrics", flat=True)
-    ):
+        .values_list("slot", "metrics")
+    )
+    for _, metrics in ticks:
         ops = (metrics or {}).get("operators", {})
         values = [ops.get(r, {}).get("input_rate") for r in roots]
         if values and all(v is not None for v in values):
             rates.append(max(values))
     if len(rates) < 5:
         raise ValueError(f"only {len(rates)} complete periods observed since the last tuning (need 5)")
+    seen = observed_fractions(app, ticks)
     om_name, om_params = policy_choice(app, "om", DEFAULT_OM_POLICY)
     am = BayesianAM(
         papp,
@@ -104,13 +108,54 @@ def bo_configuration(
             CostWeights(w["perf"], w["res"], w["rcf"]),
         )
     models = [papp.operators[u].queue_model() for u in range(papp.n)]
-    config = am.optimise(Observations(np.array(rates), models))
+    config = am.optimise(
+        Observations(
+            np.array(rates),
+            models,
+            observed_violation_fraction=seen["violation_fraction"],
+            observed_reconfiguration_fraction=seen["reconfiguration_fraction"],
+        )
+    )
     out = config.as_dict(papp.names)
     return {
         "policy": "bo",
         "bounds_ms": out["bounds_ms"],
         "weights": out["weights"],
         "record": am.history[-1],
+        "observed": seen,
+    }
+
+
+def observed_fractions(app: Application, ticks: list[tuple[int, dict | None]]) -> dict[str, Any]:
+    """What the current configuration really did over the observed window: of the done ticks ``ticks``
+    ((slot, PeriodMetrics dict)), the fraction of periods with an application-level violation (as the tick
+    records it in the aggregates: any path's response time above R_max or unmeasured, else any operator's
+    decision violated) and the fraction that began with a reconfiguration (the decisions' ``reconfigured``).
+    Fractions are None when no decision was recorded in the window; ``periods`` counts the periods used."""
+    flags: dict[int, list[bool]] = {}  # slot -> [any operator violated, reconfigured]
+    for slot, violated, reconfigured in Decision.objects.filter(
+        application=app, slot__in=[slot for slot, _ in ticks]
+    ).values_list("slot", "violated", "reconfigured"):
+        f = flags.setdefault(slot, [False, False])
+        f[0], f[1] = f[0] or violated, f[1] or reconfigured
+    violated_periods = reconfigured_periods = 0
+    for slot, metrics in ticks:
+        if slot not in flags:
+            continue
+        paths = (metrics or {}).get("path_response_time_s") or {}
+        if paths:
+            violated = any(
+                v is None or not np.isfinite(v) or v * 1000.0 > app.r_max_ms for v in paths.values()
+            )
+        else:
+            violated = flags[slot][0]
+        violated_periods += violated
+        reconfigured_periods += flags[slot][1]
+    n = sum(1 for slot, _ in ticks if slot in flags)
+    return {
+        "periods": n,
+        "violation_fraction": violated_periods / n if n else None,
+        "reconfiguration_fraction": reconfigured_periods / n if n else None,
     }
 
 
@@ -150,9 +195,14 @@ def tune(application_id: int, am_slot: int) -> dict[str, Any]:
             record = config.get("record") or {}
             if record.get("outcome"):  # e.g. BO timed out or failed inside and kept the last good configuration
                 event["bo_outcome"] = record["outcome"]
+            if config.get("observed"):  # what the configuration in place did over the observed window
+                event["observed"] = config["observed"]
+            if record.get("kept_warm_start"):
+                event["kept_warm_start"] = record["kept_warm_start"]
             history = list(control.am_config.get("history", []))[-(HISTORY_KEPT - 1) :] + [event]
             control.am_config = {**config, "history": history}
             control.am_config.pop("record", None)
+            control.am_config.pop("observed", None)
             if changed:
                 control.am_config_version += 1
         else:

@@ -25,8 +25,13 @@ are fitted; the token bucket already bounds the reconfigurations, so ``margin_r`
 cheapest one whose violations and reconfigurations plus ``validation_k`` standard errors of those runs meet the
 full budgets is applied: this guards against a candidate whose training runs were merely lucky (the margin is
 calibrated per setting by the spread of the held-out runs), and an incumbent that already meets the budgets is
-never replaced by a costlier configuration. If the optimisation raises or runs out of time, the AM keeps the
-last good configuration and records why in ``history``.
+never replaced by a costlier configuration. When the observations say what really happened while the warm start
+ran over the observed window (:class:`Observations` ``observed_violation_fraction`` and
+``observed_reconfiguration_fraction``) and both are within eta_V and eta_R, the warm start counts as passing
+validation even if the simulator says otherwise (its fitted models are pessimistic), and without validation it is
+kept unless BO found a configuration cheaper in training that meets the margined budgets there: BO never applies
+a configuration costlier than an incumbent that reality showed to be within the budgets. If the optimisation
+raises or runs out of time, the AM keeps the last good configuration and records why in ``history``.
 """
 
 from __future__ import annotations
@@ -68,10 +73,43 @@ def fit_queue_model(
 @dataclass
 class Observations:
     """What the AM observed to build its simulator: the source rate per period (tuples/s) and one fitted queue
-    model per operator."""
+    model per operator; and, when known, what was measured in reality while the current (warm-start)
+    configuration ran over the same window: the fraction of periods with a violation and the fraction that began
+    with a reconfiguration (each in [0, 1]; None = unknown)."""
 
     rates: np.ndarray
     models: list[QueueModel]
+    observed_violation_fraction: float | None = None
+    observed_reconfiguration_fraction: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("observed_violation_fraction", "observed_reconfiguration_fraction"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+                raise ValueError(f"{name}: must be a fraction in [0, 1] or None, got {value!r}")
+            if not 0.0 <= float(value) <= 1.0:  # also rejects NaN
+                raise ValueError(f"{name}: must be a fraction in [0, 1] or None, got {value!r}")
+            setattr(self, name, float(value))
+
+    def warm_start_within(self, eta_v: float, eta_r: float) -> bool:
+        """True when both observed fractions are known and within the budgets eta_V and eta_R."""
+        v, r = self.observed_violation_fraction, self.observed_reconfiguration_fraction
+        return v is not None and r is not None and v <= eta_v + 1e-12 and r <= eta_r + 1e-12
+
+    def observed_note(self) -> str:
+        """E.g. ``"V=1.20%, R=3.40%"`` (the observed fractions in percent), "unknown" for a missing one."""
+        fmt = lambda f: "unknown" if f is None else f"{100.0 * f:.2f}%"  # noqa: E731
+        return f"V={fmt(self.observed_violation_fraction)}, R={fmt(self.observed_reconfiguration_fraction)}"
+
+
+def _int_at_least(name: str, value: Any, low: int, what: str = "", unit: str = "") -> int:
+    """``value`` if it is an integer (not a bool) >= ``low``; else ValueError
+    ``"<name>: <what>must be an integer >= <low><unit>, got <value>"``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{name}: {what}must be an integer >= {low}{unit}, got {value!r}")
+    return value
 
 
 def om_factory_from_registry(name: str, params: dict[str, Any] | None = None) -> OMFactory:
@@ -141,10 +179,8 @@ class BayesianAM:
         self.om_factory = om_factory
         self.eta_v = check_budget("eta_v", eta_v)
         self.eta_r = check_budget("eta_r", eta_r)
-        if isinstance(n_bo, bool) or not isinstance(n_bo, int) or n_bo < 1:
-            raise ValueError(f"n_bo: BO iteration count must be an integer >= 1, got {n_bo!r}")
-        if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1:
-            raise ValueError(f"max_rounds: must be an integer >= 1, got {max_rounds!r}")
+        _int_at_least("n_bo", n_bo, 1, what="BO iteration count ")
+        _int_at_least("max_rounds", max_rounds, 1)
         if not 0.0 <= epsilon < 1.0:
             raise ValueError(f"epsilon: must be in [0, 1), got {epsilon}")
         if not timeout_s > 0:
@@ -160,16 +196,9 @@ class BayesianAM:
         self.margin_r = margin if margin_r is None else margin_r
         self.scale_in_reserve = scale_in_reserve
         self.node_capacity = node_capacity  # nodes per type the application may use (e.g. from the IM)
-        if isinstance(replications, bool) or not isinstance(replications, int) or replications < 1:
-            raise ValueError(f"replications: must be an integer >= 1, got {replications!r}")
-        self.replications = replications
-        for name, val, low in (
-            ("validation_replications", validation_replications, 0),
-            ("validate_top", validate_top, 1),
-        ):
-            if isinstance(val, bool) or not isinstance(val, int) or val < low:
-                raise ValueError(f"{name}: must be an integer >= {low}, got {val!r}")
-        self.validation_replications, self.validate_top = validation_replications, validate_top
+        self.replications = _int_at_least("replications", replications, 1)
+        self.validation_replications = _int_at_least("validation_replications", validation_replications, 0)
+        self.validate_top = _int_at_least("validate_top", validate_top, 1)
         if not 0.0 <= validation_k < 10.0:
             raise ValueError(f"validation_k: must be in [0, 10) standard errors, got {validation_k}")
         if not 0.5 <= validation_load <= 2.0:
@@ -177,16 +206,10 @@ class BayesianAM:
                 f"validation_load: must be in [0.5, 2] (factor on the rates), got {validation_load}"
             )
         self.validation_k, self.validation_load = validation_k, validation_load
-        if validation_steps is not None and (
-            isinstance(validation_steps, bool)
-            or not isinstance(validation_steps, int)
-            or validation_steps < 1
-        ):
-            raise ValueError(f"validation_steps: must be an integer >= 1 periods, got {validation_steps!r}")
+        if validation_steps is not None:
+            _int_at_least("validation_steps", validation_steps, 1, unit=" periods")
         self.validation_steps = validation_steps
-        if isinstance(fallback_top, bool) or not isinstance(fallback_top, int) or fallback_top < 0:
-            raise ValueError(f"fallback_top: must be an integer >= 0, got {fallback_top!r}")
-        self.fallback_top = fallback_top
+        self.fallback_top = _int_at_least("fallback_top", fallback_top, 0)
         #: (training cost $/h, margined-feasible, feasible at the full budgets, configuration, training
         #: violations %) of every evaluation
         self._candidates: list[tuple[float, bool, bool, AMConfiguration, float]] = []
@@ -283,6 +306,16 @@ class BayesianAM:
             cur_val, cur_cons, cur_info = self._objective(summary)
             self._remember(current, cur_val, cur_cons, summary)
             record["start"] = cur_info | {"feasible": _viol(cur_cons) <= 0}
+            warm_val, warm_cons = cur_val, cur_cons
+            if (
+                obs.observed_violation_fraction is not None
+                or obs.observed_reconfiguration_fraction is not None
+            ):
+                record["warm_start_observed"] = {
+                    "violation_fraction": obs.observed_violation_fraction,
+                    "reconfiguration_fraction": obs.observed_reconfiguration_fraction,
+                    "within_budgets": obs.warm_start_within(self.eta_v, self.eta_r),
+                }
             n = self.n_bo
             for rnd in range(self.max_rounds):
                 improved = False
@@ -312,21 +345,48 @@ class BayesianAM:
                     break
             if self.validation_replications > 0:
                 current, record["validation"] = self._validate(current, last_good, obs, deadline)
+            elif current.as_dict() != last_good.as_dict():
+                reason = self._incumbent_wins(obs, cur_val, cur_cons, warm_val)
+                if reason:
+                    current, record["kept_warm_start"] = last_good, reason
+                    cur_val, cur_cons = warm_val, warm_cons
             self.configuration = current
             record.update(outcome="applied", feasible=_viol(cur_cons) <= 0, value=cur_val)
         except Exception as exc:  # noqa: BLE001 -- any failure must leave the AM with a working configuration
-            if isinstance(exc, TimeoutError) and "current" in locals() and _viol(cur_cons) <= 0:
+            reason = (
+                self._incumbent_wins(obs, cur_val, cur_cons, warm_val) if "warm_val" in locals() else None
+            )
+            if (
+                isinstance(exc, TimeoutError)
+                and "current" in locals()
+                and _viol(cur_cons) <= 0
+                and not reason
+            ):
                 # the best configuration so far was evaluated and meets both budgets: it is a good one
                 self.configuration = current
                 record.update(outcome=f"applied best so far ({exc})", feasible=True, value=cur_val)
             else:
                 self.configuration = last_good
                 record.update(outcome=f"kept last good configuration: {type(exc).__name__}: {exc}")
+                if reason:
+                    record["kept_warm_start"] = reason
         record["after"] = self.configuration.as_dict(self.app.names)
         record["seconds"] = time.perf_counter() - start
         record["cpu_seconds"] = time.process_time() - cpu_start
         self.history.append(record)
         return self.configuration
+
+    def _incumbent_wins(
+        self, obs: Observations, value: float, cons: list[float], warm_value: float
+    ) -> str | None:
+        """Without validation: why the warm start is kept instead of a configuration with training cost
+        ``value`` ($/h) and constraints ``cons`` -- the warm start met both budgets in the observed window and the
+        other one is not cheaper in training while meeting the margined budgets there; None otherwise."""
+        if not obs.warm_start_within(self.eta_v, self.eta_r):
+            return None
+        if _viol(cons) <= 0 and value < warm_value - 1e-12:
+            return None
+        return f"warm start met the budgets in the observed window: {obs.observed_note()}"
 
     def _phase(
         self, phase: str, current: AMConfiguration, obs: Observations, n: int, timeout: float, rnd: int
@@ -375,9 +435,10 @@ class BayesianAM:
         configuration passes when its mean violations and reconfigurations plus ``validation_k`` standard errors
         (over the held-out runs) are within the full budgets; the cheapest one that passes (mean validation
         cost, $/h) is applied -- so an incumbent that already passes is never replaced by a costlier
-        configuration. When none passes, up to ``fallback_top`` more candidates, those with the fewest
-        violations in training, are validated the same way; when still none passes, the one closest to
-        passing. Returns it and what was checked."""
+        configuration. The warm start also passes when ``obs`` says that it met both budgets in reality over the
+        observed window (``reason`` and ``simulator_meets_budgets`` in its record). When none passes, up to
+        ``fallback_top`` more candidates, those with the fewest violations in training, are validated the same
+        way; when still none passes, the one closest to passing. Returns it and what was checked."""
         keys = lambda c: c.as_dict()  # noqa: E731 -- configurations compare by their rounded values
         ordered: list[AMConfiguration] = [last_good]
         ranked = sorted(self._candidates, key=lambda c: (not c[1], not c[2], c[0]))
@@ -411,18 +472,23 @@ class BayesianAM:
             }
             value, cons, _ = self._objective(upper, margin=1.0)
             ok = _viol(cons) <= 0
-            checked.append(
-                {k: summary[k] for k in ("avg_resource_cost", "violations_pct", "reconfigurations_pct")}
-                | {
-                    "violations_upper_pct": upper["violations_pct"],
-                    "reconfigurations_upper_pct": upper["reconfigurations_pct"],
-                    "meets_budgets": ok,
-                    "periods": summary["steps"],
-                    "warm_start": config is last_good,
-                    "fallback": len(checked) >= len(ordered),
-                    "config": config.as_dict(self.app.names),
-                }
-            )
+            entry = {
+                k: summary[k] for k in ("avg_resource_cost", "violations_pct", "reconfigurations_pct")
+            } | {
+                "violations_upper_pct": upper["violations_pct"],
+                "reconfigurations_upper_pct": upper["reconfigurations_pct"],
+                "meets_budgets": ok,
+                "periods": summary["steps"],
+                "warm_start": config is last_good,
+                "fallback": len(checked) >= len(ordered),
+                "config": config.as_dict(self.app.names),
+            }
+            if config is last_good and not ok and obs.warm_start_within(self.eta_v, self.eta_r):
+                # reality beats the fitted simulator: the incumbent ran within both budgets over the window
+                ok = entry["meets_budgets"] = True
+                entry["simulator_meets_budgets"] = False
+                entry["reason"] = f"warm start met the budgets in the observed window: {obs.observed_note()}"
+            checked.append(entry)
             if ok:
                 passing.append((value, len(checked), config))
             else:

@@ -58,9 +58,14 @@ def test_connector_failures_are_retried_then_recorded_as_no_data(eager):
     assert row.decisions.get().reason.startswith("no data: connector failed")
 
 
-def test_bo_am_tuning_uses_the_observed_periods_and_bumps_the_configuration_version():
+def test_bo_am_tuning_uses_the_observed_periods_and_bumps_the_configuration_version(monkeypatch):
     from autoscaler.control.am import tune
     from autoscaler.control.tick import run_tick
+    from policies.am.bo import BayesianAM
+
+    given = []
+    optimise = BayesianAM.optimise
+    monkeypatch.setattr(BayesianAM, "optimise", lambda am, obs: given.append(obs) or optimise(am, obs))
 
     app = simulated_pipeline("bo-app", n_operators=2, rate_scale=2.0)
     app.policies = {
@@ -78,6 +83,19 @@ def test_bo_am_tuning_uses_the_observed_periods_and_bumps_the_configuration_vers
     assert control.am_config["policy"] == "bo" and set(control.am_config["bounds_ms"]) == {"op0", "op1"}
     assert control.am_config_version == before + (event["outcome"] == "changed")
     assert tune(app.pk, 1) == {"duplicate": True}
+    # what the configuration in place really did over the window (slots 10..16, all after the first tuning):
+    # the same periods the aggregates counted, so the same fractions
+    (obs,) = given
+    assert control.periods == 7 and len(obs.rates) == 7
+    assert obs.observed_violation_fraction == pytest.approx(control.violated_periods / 7)
+    assert obs.observed_reconfiguration_fraction == pytest.approx(control.reconfigured_periods / 7)
+    assert event["observed"] == {
+        "periods": 7,
+        "violation_fraction": obs.observed_violation_fraction,
+        "reconfiguration_fraction": obs.observed_reconfiguration_fraction,
+    }
+    assert control.am_config["history"][-1]["observed"] == event["observed"]
+    assert "observed" not in control.am_config  # only in the history, not part of the configuration
 
 
 def test_a_spark_application_without_reports_is_recorded_as_no_data_in_the_decision_log(eager):

@@ -323,3 +323,119 @@ def test_when_nothing_passes_the_safest_training_candidates_are_validated() -> N
     assert applied is safe
     with pytest.raises(ValueError, match="fallback_top"):
         BayesianAM(app, NT, factory, fallback_top=-1)
+
+
+def with_seen(obs: Observations, v: float | None, r: float | None) -> Observations:
+    """``obs`` plus the violation / reconfiguration fractions measured while the warm start ran."""
+    return Observations(
+        obs.rates, obs.models, observed_violation_fraction=v, observed_reconfiguration_fraction=r
+    )
+
+
+def test_an_incumbent_that_met_the_budgets_in_reality_is_kept_when_the_simulator_rejects_it() -> None:
+    app = application("A")
+    obs = observations(app, 200)
+    am = BayesianAM(app, NT, factory, eta_v=0.05, eta_r=0.5, validation_replications=1)
+    naive = am.configuration  # never scales out with the lookahead OM: misses eta_V in simulation
+    safe = AMConfiguration(naive.bounds_s, CostWeights(0.8, 0.1, 0.1))  # scales: passes, costs more
+    am._candidates = [(2.0, True, True, safe, 0.5)]
+    applied, checked = am._validate(safe, naive, with_seen(obs, 0.01, 0.02), deadline=float("inf"))
+    assert applied is naive
+    warm = checked[0]
+    assert warm["warm_start"] and warm["meets_budgets"] and warm["simulator_meets_budgets"] is False
+    assert warm["violations_upper_pct"] > 5.0  # the simulator alone would reject it
+    assert warm["reason"] == "warm start met the budgets in the observed window: V=1.00%, R=2.00%"
+    assert checked[1]["meets_budgets"] and checked[1]["avg_resource_cost"] > warm["avg_resource_cost"]
+
+
+@pytest.mark.parametrize(
+    ("v", "r"),
+    [(None, None), (0.01, None), (None, 0.02), (0.06, 0.02), (0.01, 0.51)],
+    ids=["unknown", "r-unknown", "v-unknown", "v-over-budget", "r-over-budget"],
+)
+def test_without_evidence_within_budget_the_simulator_decides_as_before(v, r) -> None:  # noqa: ANN001
+    app = application("A")
+    obs = observations(app, 200)
+    am = BayesianAM(app, NT, factory, eta_v=0.05, eta_r=0.5, validation_replications=1)
+    naive = am.configuration
+    safe = AMConfiguration(naive.bounds_s, CostWeights(0.8, 0.1, 0.1))
+    am._candidates = [(2.0, True, True, safe, 0.5)]
+    applied, checked = am._validate(safe, naive, with_seen(obs, v, r), deadline=float("inf"))
+    assert applied is safe
+    assert not checked[0]["meets_budgets"] and "reason" not in checked[0]
+
+
+def test_a_cheaper_candidate_that_passes_validation_still_beats_a_proven_incumbent() -> None:
+    app = application("A")
+    obs = observations(app, 200)
+    am = BayesianAM(app, NT, factory, eta_v=0.6, eta_r=0.001, validation_replications=1)
+    idle = am.configuration  # never scales: no reconfiguration, violations under 60%, the cheapest
+    scaling = AMConfiguration(idle.bounds_s, CostWeights(0.8, 0.1, 0.1))  # follows the load: > 0.1% changes
+    am._candidates = [(1.0, True, True, idle, 30.0)]
+    applied, checked = am._validate(idle, scaling, with_seen(obs, 0.0, 0.0005), deadline=float("inf"))
+    assert checked[0]["warm_start"] and checked[0]["simulator_meets_budgets"] is False
+    assert checked[0]["meets_budgets"]  # counted as passing on the observed evidence ...
+    assert checked[1]["meets_budgets"] and checked[1]["avg_resource_cost"] < checked[0]["avg_resource_cost"]
+    assert applied is idle  # ... but the cheaper validated candidate is applied
+
+
+def test_without_validation_bo_keeps_an_incumbent_that_met_the_budgets_in_reality() -> None:
+    app = application("C")
+    obs = observations(app)
+    plain = BayesianAM(app, NT, factory, eta_v=0.05, eta_r=0.10, n_bo=6, max_rounds=1, seed=0)
+    naive = plain.configuration
+    moved = plain.optimise(obs)
+    assert moved.as_dict() != naive.as_dict()  # as in the first test: BO buys a costlier configuration
+    assert "warm_start_observed" not in plain.history[-1] and "kept_warm_start" not in plain.history[-1]
+    am = BayesianAM(app, NT, factory, eta_v=0.05, eta_r=0.10, n_bo=6, max_rounds=1, seed=0)
+    cfg = am.optimise(with_seen(obs, 0.03, 0.0))
+    assert cfg.as_dict() == naive.as_dict()
+    record = am.history[-1]
+    assert record["outcome"] == "applied"
+    assert record["kept_warm_start"] == "warm start met the budgets in the observed window: V=3.00%, R=0.00%"
+    assert record["warm_start_observed"] == {
+        "violation_fraction": 0.03,
+        "reconfiguration_fraction": 0.0,
+        "within_budgets": True,
+    }
+    over = BayesianAM(app, NT, factory, eta_v=0.05, eta_r=0.10, n_bo=6, max_rounds=1, seed=0)
+    assert over.optimise(with_seen(obs, 0.07, 0.0)).as_dict() == moved.as_dict()  # outside eta_V: as before
+    assert over.history[-1]["warm_start_observed"]["within_budgets"] is False
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"observed_violation_fraction": 1.5}, "observed_violation_fraction"),
+        ({"observed_violation_fraction": -0.01}, "observed_violation_fraction"),
+        ({"observed_violation_fraction": float("nan")}, "observed_violation_fraction"),
+        ({"observed_reconfiguration_fraction": "0.1"}, "observed_reconfiguration_fraction"),
+        ({"observed_reconfiguration_fraction": True}, "observed_reconfiguration_fraction"),
+        ({"observed_reconfiguration_fraction": float("inf")}, "observed_reconfiguration_fraction"),
+    ],
+)
+def test_bad_observed_fractions_are_rejected_naming_the_field(kwargs: dict, field: str) -> None:
+    app = application("A")
+    base = observations(app, 10)
+    with pytest.raises(ValueError, match=rf"^{field}: must be a fraction in \[0, 1\] or None"):
+        Observations(base.rates, base.models, **kwargs)
+    ok = Observations(base.rates, base.models, np.float64(0.0), 1)  # numpy and int values are fine
+    assert ok.observed_violation_fraction == 0.0 and ok.observed_reconfiguration_fraction == 1.0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"n_bo": 0}, "n_bo: BO iteration count must be an integer >= 1, got 0"),
+        ({"max_rounds": 1.0}, "max_rounds: must be an integer >= 1, got 1.0"),
+        ({"replications": True}, "replications: must be an integer >= 1, got True"),
+        ({"validation_replications": -1}, "validation_replications: must be an integer >= 0, got -1"),
+        ({"validate_top": 0}, "validate_top: must be an integer >= 1, got 0"),
+        ({"validation_steps": 0}, "validation_steps: must be an integer >= 1 periods, got 0"),
+        ({"fallback_top": -2}, "fallback_top: must be an integer >= 0, got -2"),
+    ],
+)
+def test_integer_parameters_keep_their_messages(kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError) as err:
+        BayesianAM(application("A"), NT, factory, **kwargs)
+    assert str(err.value) == message
