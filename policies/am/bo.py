@@ -27,8 +27,10 @@ full budgets is applied: this guards against a candidate whose training runs wer
 calibrated per setting by the spread of the held-out runs), and an incumbent that already meets the budgets is
 never replaced by a costlier configuration. When the observations say what really happened while the warm start
 ran over the observed window (:class:`Observations` ``observed_violation_fraction`` and
-``observed_reconfiguration_fraction``) and both are within eta_V and eta_R, the warm start counts as passing
-validation even if the simulator says otherwise (its fitted models are pessimistic), and without validation it is
+``observed_reconfiguration_fraction``) and both are within eta_V / ``validation_load`` and eta_R /
+``validation_load`` (the same headroom for a busier future the validation runs get; a load below 1 does not
+loosen the budgets), the warm start counts as passing validation even if the simulator says otherwise (its
+fitted models are pessimistic), and without validation it is
 kept unless BO found a configuration cheaper in training that meets the margined budgets there: BO never applies
 a configuration costlier than an incumbent that reality showed to be within the budgets. If the optimisation
 raises or runs out of time, the AM keeps the last good configuration and records why in ``history``.
@@ -311,10 +313,13 @@ class BayesianAM:
                 obs.observed_violation_fraction is not None
                 or obs.observed_reconfiguration_fraction is not None
             ):
+                limit_v, limit_r = self._evidence_limits()
                 record["warm_start_observed"] = {
                     "violation_fraction": obs.observed_violation_fraction,
                     "reconfiguration_fraction": obs.observed_reconfiguration_fraction,
-                    "within_budgets": obs.warm_start_within(self.eta_v, self.eta_r),
+                    "violation_limit": limit_v,
+                    "reconfiguration_limit": limit_r,
+                    "within_budgets": self._evidence_holds(obs),
                 }
             n = self.n_bo
             for rnd in range(self.max_rounds):
@@ -380,13 +385,34 @@ class BayesianAM:
         self, obs: Observations, value: float, cons: list[float], warm_value: float
     ) -> str | None:
         """Without validation: why the warm start is kept instead of a configuration with training cost
-        ``value`` ($/h) and constraints ``cons`` -- the warm start met both budgets in the observed window and the
-        other one is not cheaper in training while meeting the margined budgets there; None otherwise."""
-        if not obs.warm_start_within(self.eta_v, self.eta_r):
+        ``value`` ($/h) and constraints ``cons`` -- the warm start stayed within :meth:`_evidence_limits` over the
+        observed window and the other one is not cheaper in training while meeting the margined budgets there;
+        None otherwise."""
+        if not self._evidence_holds(obs):
             return None
         if _viol(cons) <= 0 and value < warm_value - 1e-12:
             return None
-        return f"warm start met the budgets in the observed window: {obs.observed_note()}"
+        return self._evidence_reason(obs)
+
+    def _evidence_limits(self) -> tuple[float, float]:
+        """The violation and reconfiguration fractions (each in [0, 1]) the warm start must have stayed within
+        over the observed window to count as validated: eta_V and eta_R divided by ``validation_load`` -- the
+        headroom the simulator's validation demands for a busier future (a load below 1 counts as 1)."""
+        load = max(1.0, self.validation_load)
+        return self.eta_v / load, self.eta_r / load
+
+    def _evidence_holds(self, obs: Observations) -> bool:
+        """True when ``obs`` says the warm start stayed within :meth:`_evidence_limits` over the observed window."""
+        return obs.warm_start_within(*self._evidence_limits())
+
+    def _evidence_reason(self, obs: Observations) -> str:
+        """Why the warm start counts as validated, with the thresholds used (percent)."""
+        load = max(1.0, self.validation_load)
+        limit_v, limit_r = self._evidence_limits()
+        return (
+            f"warm start met the budgets in the observed window: {obs.observed_note()} (within eta_V / {load:g} = "
+            f"{100.0 * limit_v:.2f}%, eta_R / {load:g} = {100.0 * limit_r:.2f}%)"
+        )
 
     def _phase(
         self, phase: str, current: AMConfiguration, obs: Observations, n: int, timeout: float, rnd: int
@@ -435,8 +461,9 @@ class BayesianAM:
         configuration passes when its mean violations and reconfigurations plus ``validation_k`` standard errors
         (over the held-out runs) are within the full budgets; the cheapest one that passes (mean validation
         cost, $/h) is applied -- so an incumbent that already passes is never replaced by a costlier
-        configuration. The warm start also passes when ``obs`` says that it met both budgets in reality over the
-        observed window (``reason`` and ``simulator_meets_budgets`` in its record). When none passes, up to
+        configuration. The warm start also passes when ``obs`` says that it stayed within both budgets divided by
+        ``validation_load`` in reality over the observed window (``reason``, with the thresholds, and
+        ``simulator_meets_budgets`` in its record). When none passes, up to
         ``fallback_top`` more candidates, those with the fewest violations in training, are validated the same
         way; when still none passes, the one closest to passing. Returns it and what was checked."""
         keys = lambda c: c.as_dict()  # noqa: E731 -- configurations compare by their rounded values
@@ -483,11 +510,12 @@ class BayesianAM:
                 "fallback": len(checked) >= len(ordered),
                 "config": config.as_dict(self.app.names),
             }
-            if config is last_good and not ok and obs.warm_start_within(self.eta_v, self.eta_r):
-                # reality beats the fitted simulator: the incumbent ran within both budgets over the window
+            if config is last_good and not ok and self._evidence_holds(obs):
+                # reality beats the fitted simulator: the incumbent ran within both budgets (with the validation
+                # headroom) over the observed window
                 ok = entry["meets_budgets"] = True
                 entry["simulator_meets_budgets"] = False
-                entry["reason"] = f"warm start met the budgets in the observed window: {obs.observed_note()}"
+                entry["reason"] = self._evidence_reason(obs)
             checked.append(entry)
             if ok:
                 passing.append((value, len(checked), config))

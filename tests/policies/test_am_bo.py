@@ -344,7 +344,10 @@ def test_an_incumbent_that_met_the_budgets_in_reality_is_kept_when_the_simulator
     warm = checked[0]
     assert warm["warm_start"] and warm["meets_budgets"] and warm["simulator_meets_budgets"] is False
     assert warm["violations_upper_pct"] > 5.0  # the simulator alone would reject it
-    assert warm["reason"] == "warm start met the budgets in the observed window: V=1.00%, R=2.00%"
+    assert warm["reason"] == (
+        "warm start met the budgets in the observed window: V=1.00%, R=2.00% "
+        "(within eta_V / 1 = 5.00%, eta_R / 1 = 50.00%)"
+    )
     assert checked[1]["meets_budgets"] and checked[1]["avg_resource_cost"] > warm["avg_resource_cost"]
 
 
@@ -392,10 +395,15 @@ def test_without_validation_bo_keeps_an_incumbent_that_met_the_budgets_in_realit
     assert cfg.as_dict() == naive.as_dict()
     record = am.history[-1]
     assert record["outcome"] == "applied"
-    assert record["kept_warm_start"] == "warm start met the budgets in the observed window: V=3.00%, R=0.00%"
+    assert record["kept_warm_start"] == (
+        "warm start met the budgets in the observed window: V=3.00%, R=0.00% "
+        "(within eta_V / 1 = 5.00%, eta_R / 1 = 10.00%)"
+    )
     assert record["warm_start_observed"] == {
         "violation_fraction": 0.03,
         "reconfiguration_fraction": 0.0,
+        "violation_limit": 0.05,
+        "reconfiguration_limit": 0.10,
         "within_budgets": True,
     }
     over = BayesianAM(app, NT, factory, eta_v=0.05, eta_r=0.10, n_bo=6, max_rounds=1, seed=0)
@@ -439,3 +447,111 @@ def test_integer_parameters_keep_their_messages(kwargs: dict, message: str) -> N
     with pytest.raises(ValueError) as err:
         BayesianAM(application("A"), NT, factory, **kwargs)
     assert str(err.value) == message
+
+
+@pytest.mark.parametrize(
+    ("v", "r", "trusted"),
+    [
+        (0.048, 0.02, False),  # V between eta_V / 1.1 (4.55%) and eta_V (5%): no longer enough
+        (0.01, 0.47, False),  # R between eta_R / 1.1 (45.45%) and eta_R (50%)
+        (0.045, 0.45, True),  # both just under eta / 1.1
+    ],
+    ids=["v-in-headroom", "r-in-headroom", "below-eta-over-load"],
+)
+def test_the_evidence_must_leave_the_validation_headroom(v: float, r: float, trusted: bool) -> None:
+    app = application("A")
+    obs = observations(app, 200)
+    am = BayesianAM(app, NT, factory, eta_v=0.05, eta_r=0.5, validation_replications=1, validation_load=1.1)
+    naive = am.configuration
+    safe = AMConfiguration(naive.bounds_s, CostWeights(0.8, 0.1, 0.1))
+    am._candidates = [(2.0, True, True, safe, 0.5)]
+    applied, checked = am._validate(safe, naive, with_seen(obs, v, r), deadline=float("inf"))
+    warm = checked[0]
+    assert warm["warm_start"] and warm["violations_upper_pct"] > 5.0  # the simulator alone rejects it
+    assert warm["meets_budgets"] is trusted
+    if trusted:
+        assert applied is naive
+        assert warm["reason"] == (
+            f"warm start met the budgets in the observed window: V={100 * v:.2f}%, R={100 * r:.2f}% "
+            "(within eta_V / 1.1 = 4.55%, eta_R / 1.1 = 45.45%)"
+        )
+    else:
+        assert applied is safe and "reason" not in warm
+
+
+def test_without_validation_the_headroom_threshold_also_decides_whether_the_incumbent_is_kept() -> None:
+    app = application("C")
+    obs = observations(app)
+    kw = {"eta_v": 0.05, "eta_r": 0.10, "n_bo": 6, "max_rounds": 1, "seed": 0, "validation_load": 1.25}
+    naive = BayesianAM(app, NT, factory, **kw).configuration
+    inside = BayesianAM(app, NT, factory, **kw)  # 4.5% > 5% / 1.25 = 4%: not trusted, BO moves as without it
+    moved = inside.optimise(with_seen(obs, 0.045, 0.0))
+    assert moved.as_dict() != naive.as_dict() and "kept_warm_start" not in inside.history[-1]
+    seen = inside.history[-1]["warm_start_observed"]
+    assert seen["within_budgets"] is False
+    assert seen["violation_limit"] == pytest.approx(0.04) and seen["reconfiguration_limit"] == pytest.approx(
+        0.08
+    )
+    below = BayesianAM(app, NT, factory, **kw)  # 3.5% <= 4%: kept
+    assert below.optimise(with_seen(obs, 0.035, 0.0)).as_dict() == naive.as_dict()
+    assert below.history[-1]["kept_warm_start"].endswith(
+        "(within eta_V / 1.25 = 4.00%, eta_R / 1.25 = 8.00%)"
+    )
+
+
+def test_a_validation_load_below_one_does_not_loosen_the_evidence_threshold() -> None:
+    app = application("A")
+    am = BayesianAM(app, NT, factory, eta_v=0.05, eta_r=0.5, validation_load=0.8)
+    assert am._evidence_limits() == (0.05, 0.5)
+    assert not am._evidence_holds(with_seen(observations(app, 10), 0.055, 0.0))
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["--evidence-warmup", "-1"],
+            "--evidence-warmup: must be an integer >= 0 and < --obs-steps (3000 periods), got -1",
+        ),
+        (
+            ["--evidence-warmup", "3000"],
+            "--evidence-warmup: must be an integer >= 0 and < --obs-steps (3000 periods), got 3000",
+        ),
+        (["--quick", "--evidence-warmup", "300"], "< --obs-steps (300 periods), got 300"),
+        (["--evidence-warmup", "2.5"], "argument --evidence-warmup: invalid int value: '2.5'"),
+    ],
+)
+def test_bench_am_rejects_a_bad_evidence_warmup_naming_the_option(
+    argv: list[str], message: str, capsys
+) -> None:  # noqa: ANN001
+    from policies.bench_am import main_am
+
+    with pytest.raises(SystemExit) as err:
+        main_am(["--obs-steps", "3000", "--no-write", *argv])
+    assert err.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_bench_am_evidence_leaves_out_the_warmup_periods() -> None:
+    from policies.am.bo import om_factory_from_registry
+    from policies.am.naive import NaiveAM
+    from policies.bench_am import run_config
+
+    app = application("A")
+    trace = observations(app, 400).rates * 2.0  # up to 500 tuples/s: the OMs must scale out and violate early
+    naive = NaiveAM(app, 0.05, 0.10, node_type_names=[t.name for t in NT])
+    cfg = naive.configuration
+    build = om_factory_from_registry("threshold")
+    oms = [build(app.operator_spec(u, NT, float(cfg.bounds_s[u]), cfg.weights), 1 + u) for u in range(app.n)]
+    full = simulate_application(app, trace, NT, oms=oms, arbiter=naive.arbiter)
+    whole = run_config(app, NT, "threshold", cfg, trace, 0.05, 0.10, 1)
+    after = run_config(app, NT, "threshold", cfg, trace, 0.05, 0.10, 1, skip=150)
+    assert whole["steps"] == 400 and after["steps"] == 250
+    assert whole["violations_pct"] == pytest.approx(100 * full.violation.mean())
+    assert after["violations_pct"] == pytest.approx(100 * full.violation[150:].mean())
+    assert after["reconfigurations_pct"] == pytest.approx(100 * full.reconfiguration[150:].mean())
+    assert after["avg_resource_cost"] == pytest.approx(full.price[150:].mean())
+    assert (after["violations_pct"], after["reconfigurations_pct"]) != (
+        whole["violations_pct"],
+        whole["reconfigurations_pct"],
+    )  # the warm-up changes the evidence
