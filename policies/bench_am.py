@@ -314,7 +314,9 @@ def run_setting(job: tuple) -> tuple[list[dict[str, Any]], list[float], list[flo
             "observed_violations_pct": r_seen["violations_pct"],
             "observed_reconfigurations_pct": r_seen["reconfigurations_pct"],
             # within eta / validation load, the thresholds BO applied
-            "observed_within": bool(bo.history[0].get("warm_start_observed", {}).get("within_budgets")),
+            "observed_within": bool(
+                bo.history[n_before - 1].get("warm_start_observed", {}).get("within_budgets")
+            ),
             "kept_on_evidence": kept_on_evidence,
         }
     )

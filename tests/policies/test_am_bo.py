@@ -555,3 +555,27 @@ def test_bench_am_evidence_leaves_out_the_warmup_periods() -> None:
         whole["violations_pct"],
         whole["reconfigurations_pct"],
     )  # the warm-up changes the evidence
+
+
+@pytest.mark.parametrize(("eta_v", "eta_r"), [(0.5, 0.5), (0.001, 0.001)], ids=["within", "outside"])
+def test_bench_am_reports_the_evidence_against_the_thresholds_bo_used(eta_v: float, eta_r: float) -> None:
+    import argparse
+
+    from policies.bench_am import run_setting
+
+    args = argparse.Namespace(
+        seed=1, n_bo=3, rounds=1, timeout=60.0, margin=0.5, margin_r=None, replications=1, validation=1,
+        validation_k=1.0, validation_load=1.1, validation_steps=None, fallback=0, reopt_every=0, obs_steps=200,
+        evidence_warmup=50,
+    )  # fmt: skip
+    rates = observations(application("B"), 300).rates
+    rows, _, _ = run_setting(
+        (("B", 1, eta_v, eta_r), "threshold", args, rates[:200], rates[200:], (0.05, 0.1))
+    )
+    bo = next(r for r in rows if r["am"] == "bo")
+    within = (
+        bo["observed_violations_pct"] <= 100 * eta_v / 1.1
+        and bo["observed_reconfigurations_pct"] <= 100 * eta_r / 1.1
+    )
+    assert within is (eta_v == 0.5)
+    assert bo["observed_within"] is within
