@@ -128,6 +128,8 @@ class FlinkCluster:
             "restart-strategy.fixed-delay.attempts": 1000,
             "restart-strategy.fixed-delay.delay": "1s",
             "metrics.latency.interval": 0,
+            # the REST metric store refreshes every 2 s (default 10 s), so a reading is at most 2 s old
+            "metrics.fetcher.update-interval": 2000,
             "python.executable": str(flink_python()),
             "python.client.executable": str(flink_python()),
             "parallelism.default": 1,

@@ -1,11 +1,12 @@
 """Observations of a Flink job from the JobManager's REST API.
 
-Per declared operator (one job vertex, see ``binding``), read at the end of the period (Flink's per-second meters
-are moving averages over the last 60 s, so for periods of about a minute the reading is the period's average):
+Per declared operator (one job vertex, see ``binding``), at the end of the period:
 
-- input rate (tuples/s) = sum over subtasks of ``numRecordsInPerSecond`` (``numRecordsOutPerSecond`` for a source
-  vertex, which has no input);
-- utilisation = mean busy fraction of the subtasks, ``busyTimeMsPerSecond / 1000``;
+- input rate (tuples/s): records the vertex's current attempt received (``read-records`` of the job details;
+  ``write-records`` for a source vertex, which has no input) since the previous collect of the same attempt,
+  divided by the time between the two readings (the job details' ``now``), i.e. the period's own average;
+- utilisation: busy fraction over the same interval, ``accumulated-busy-time`` (ms, summed over subtasks) /
+  (interval x parallelism);
 - processing rate (tuples/s) = records processed per second (the input rate: Flink processes what enters or
   back-pressures it); the control plane derives the true processing rate of DS2 and the Flink autoscaler,
   processing rate / utilisation (what the vertex could process if never idle), from these two;
@@ -18,14 +19,22 @@ are moving averages over the last 60 s, so for periods of about a minute the rea
   share, as for a Spark operator without an upstream controlled one);
 - deployment: the vertex's parallelism, reported under the node types of the last known deployment.
 
-Freshly (re)started vertices: Flink's meters divide the count of the last ``METER_SPAN_S`` seconds by that span
-from the start of a task, so during its first minute they underestimate. A vertex running for less than
-``SETTLE_S`` is incomplete ("metrics not settled"); up to ``METER_SPAN_S`` its rates are scaled by
-``METER_SPAN_S / running time`` (noted in ``reason``).
+Why counters and not Flink's per-second meters: ``numRecordsInPerSecond`` and ``busyTimeMsPerSecond`` average
+the last 60 s, and right after a rescale the REST metric store still serves the previous attempt's values for
+up to one fetch interval (``metrics.fetcher.update-interval``, 10 s by default; the managed cluster uses 2 s).
+Scaling such a stale reading up for a fresh vertex reported 3-5x the real rate after every rescale (measured:
+113 sentences/s for a real 25/s), which policies read as a load burst. The job details' counters belong to the
+current attempt, so a restart can never mix attempts.
 
-Incomplete: job not RUNNING, a vertex not RUNNING (restarting) or not settled, a metric missing/NaN, a busy
-vertex whose rate is still 0 (meters not updated yet, e.g. while Python workers start), or a vertex in its first
-``METER_SPAN_S`` whose records flow but whose busy time is still exactly 0 (the gauge has not caught up) ->
+Which reading is used, per vertex (noted in ``reason``): the difference to an earlier collect of the same
+attempt (same vertex start time, at least ``MIN_INTERVAL_S`` earlier; readings are kept per process) when there
+is one; else, for a vertex running for ``METER_SPAN_S`` or longer, the 60-s meters (for periods of about a
+minute they are the period's average); else the period is incomplete: the vertex (re)started during it, so its
+counters cover only part of it and its meters have not settled. A rescale therefore costs one incomplete period
+(the one in which it happened), and the next period is measured exactly.
+
+Incomplete: job not RUNNING, a vertex not RUNNING (restarting) or (re)started within the period, a metric
+missing/NaN, or a busy vertex whose record count has not moved (e.g. while Python workers start) ->
 ``complete=False`` with the reason, never zeros.
 """
 
@@ -33,6 +42,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from connectors.base import ConnectorError, Deployment, Monitor, OperatorMetrics, Period, PeriodMetrics
@@ -40,10 +50,45 @@ from connectors.flink.binding import Vertex, resolve, vertices_of
 from connectors.flink.rest import FlinkRest
 
 METER_SPAN_S = 60.0
-SETTLE_S = 15.0
+#: two readings of the same attempt closer than this (s) are not differenced (stale metric store, jitter)
+MIN_INTERVAL_S = 5.0
 RATE_METRICS = ["numRecordsInPerSecond", "numRecordsOutPerSecond", "busyTimeMsPerSecond",
                 "backPressuredTimeMsPerSecond"]  # fmt: skip
 LATENCY_MEAN, LATENCY_P95, PENDING = "e2eLatencyMeanMs", "e2eLatencyP95Ms", "pendingRecords"
+
+
+@dataclass(frozen=True)
+class CounterSample:
+    """One reading of a vertex attempt's counters: attempt start and reading time (ms since the epoch, the
+    JobManager's clock), records received (sent, for a source) and busy time (ms, summed over subtasks)."""
+
+    attempt_start_ms: float
+    at_ms: float
+    records: float
+    busy_ms: float | None
+
+
+#: last reading per (REST URL, job id, vertex id); per process, because the control plane builds a connector
+#: per tick. Bounded: the oldest entries go first.
+_SAMPLES: dict[tuple[str, str, str], CounterSample] = {}
+_MAX_SAMPLES = 4096
+
+
+def _remember(key: tuple[str, str, str], sample: CounterSample) -> CounterSample | None:
+    """The previous reading of the same attempt at least ``MIN_INTERVAL_S`` older than ``sample``, if any.
+    ``sample`` becomes the new baseline unless the previous one is of the same attempt and younger than that
+    (so frequent collects difference over a long enough interval)."""
+    previous = _SAMPLES.get(key)
+    if previous is not None and previous.attempt_start_ms == sample.attempt_start_ms:
+        if (sample.at_ms - previous.at_ms) / 1000.0 < MIN_INTERVAL_S:
+            return None
+    else:
+        previous = None
+    _SAMPLES.pop(key, None)
+    _SAMPLES[key] = sample
+    while len(_SAMPLES) > _MAX_SAMPLES:
+        _SAMPLES.pop(next(iter(_SAMPLES)))
+    return previous
 
 
 def spread(deployment: Deployment, parallelism: int) -> Deployment:
@@ -110,17 +155,12 @@ class FlinkMonitor(Monitor):
         job_id, job, bound = self.job.snapshot()
         if job.get("state") != "RUNNING":
             return PeriodMetrics(period, {}, complete=False, reason=f"job {job_id} is {job.get('state')}")
-        status = {v["id"]: v.get("status") for v in job.get("vertices", [])}
+        rows = {v["id"]: v for v in job.get("vertices", [])}
         now_ms = float(job.get("now") or time.time() * 1000)
-        running_s = {
-            v["id"]: (now_ms - float(v.get("start-time") or now_ms)) / 1000.0 for v in job["vertices"]
-        }
         ops: dict[str, OperatorMetrics] = {}
         latency: dict[str, tuple[float, float]] = {}
         for op, vertex in bound.items():
-            ops[op] = self._operator(
-                job_id, op, vertex, status.get(vertex.id, ""), running_s.get(vertex.id, 0.0)
-            )
+            ops[op] = self._operator(job_id, op, vertex, rows.get(vertex.id, {}), now_ms)
         for v in {v.id: v for v in vertices_of(job)}.values():
             values = self.job.rest.vertex_metrics(job_id, v.id, self._latency_names(job_id, v.id))
             mean, p95 = _metric(values, LATENCY_MEAN, "max"), _metric(values, LATENCY_P95, "max")
@@ -144,43 +184,69 @@ class FlinkMonitor(Monitor):
         names = self.job.rest.vertex_metric_names(job_id, vertex_id)
         return [n for n in names if n.endswith((LATENCY_MEAN, LATENCY_P95))] or [LATENCY_MEAN]
 
+    def _counter_rates(
+        self, job_id: str, vertex: Vertex, row: dict[str, Any], is_source: bool, now_ms: float
+    ) -> tuple[float, float | None, float] | None:
+        """(records/s, busy fraction or None, interval s) from the difference of the current attempt's counters
+        (job details) to an earlier reading of the same attempt, or None without such a reading."""
+        counters = row.get("metrics") or {}
+        records = counters.get("write-records" if is_source else "read-records")
+        start_ms = float(row.get("start-time") or -1)
+        if records is None or start_ms <= 0:
+            return None
+        busy_total = counters.get("accumulated-busy-time")
+        busy_total = None if busy_total is None or math.isnan(float(busy_total)) else float(busy_total)
+        key = (self.job.rest.base_url, job_id, vertex.id)
+        previous = _remember(key, CounterSample(start_ms, now_ms, float(records), busy_total))
+        if previous is None:
+            return None
+        span_s, done = (now_ms - previous.at_ms) / 1000.0, float(records) - previous.records
+        if done < 0:
+            return None
+        busy = None
+        if busy_total is not None and previous.busy_ms is not None and busy_total >= previous.busy_ms:
+            busy = min((busy_total - previous.busy_ms) / (span_s * 1000.0 * max(vertex.parallelism, 1)), 1.0)
+        return done / span_s, busy, span_s
+
     def _operator(
-        self, job_id: str, op: str, vertex: Vertex, status: str, running_s: float
+        self, job_id: str, op: str, vertex: Vertex, row: dict[str, Any], now_ms: float
     ) -> OperatorMetrics:
         dep = spread(self.deployments.get(op, {}), vertex.parallelism)
+        status = row.get("status", "")
+        running_s = (now_ms - float(row.get("start-time") or now_ms)) / 1000.0
         if status != "RUNNING":
             return OperatorMetrics(op, dep, complete=False, reason=f"vertex {vertex.name!r} is {status}")
-        if running_s < SETTLE_S:
-            why = f"vertex {vertex.name!r} running for {running_s:.0f} s: metrics not settled"
+        is_source = op in self.sources
+        counted = self._counter_rates(job_id, vertex, row, is_source, now_ms)
+        if counted is None and running_s < METER_SPAN_S:
+            why = (
+                f"vertex {vertex.name!r} (re)started {running_s:.0f} s ago: its counters cover only part of "
+                "the period and its meters are not settled"
+            )
             return OperatorMetrics(op, dep, complete=False, reason=why)
-        scale = METER_SPAN_S / running_s if running_s < METER_SPAN_S else 1.0
         names = list(RATE_METRICS)
-        if op in self.sources:
+        if is_source:
             names += [n for n in self.job.rest.vertex_metric_names(job_id, vertex.id) if n.endswith(PENDING)]
         values = self.job.rest.vertex_metrics(job_id, vertex.id, names)
-        rate_name = "numRecordsOutPerSecond" if op in self.sources else "numRecordsInPerSecond"
-        rate = _metric(values, rate_name, "sum")
-        busy_ms = _metric(values, "busyTimeMsPerSecond", "avg")
-        if rate is None:
-            return OperatorMetrics(op, dep, complete=False, reason=f"vertex {vertex.name!r}: no {rate_name}")
+        rate_name = "numRecordsOutPerSecond" if is_source else "numRecordsInPerSecond"
         backlog = _metric(values, PENDING, "sum")
-        if busy_ms is None:
-            if op not in self.sources:
-                return OperatorMetrics(
-                    op, dep, complete=False, reason=f"vertex {vertex.name!r}: no busy time"
-                )
-            busy = None  # legacy sources report no busy time
+        if counted is not None:
+            rate, busy, span_s = counted
+            how = f"counters over the last {span_s:.0f} s"
         else:
-            busy = min(max(busy_ms / 1000.0, 0.0), 1.0)
-        if busy == 0.0 and rate > 0 and op not in self.sources and running_s < METER_SPAN_S:
-            # records flow but no busy time yet: the busy-time gauge has not caught up with a fresh vertex
-            why = f"vertex {vertex.name!r}: no busy time measured yet ({running_s:.0f} s after start)"
-            return OperatorMetrics(op, dep, complete=False, reason=why)
+            rate = _metric(values, rate_name, "sum")
+            if rate is None:
+                why = f"vertex {vertex.name!r}: no {rate_name}"
+                return OperatorMetrics(op, dep, complete=False, reason=why)
+            busy_ms = _metric(values, "busyTimeMsPerSecond", "avg")
+            busy = None if busy_ms is None else min(max(busy_ms / 1000.0, 0.0), 1.0)
+            how = "60-s meters"
+        if busy is None and not is_source:  # legacy sources report no busy time
+            return OperatorMetrics(op, dep, complete=False, reason=f"vertex {vertex.name!r}: no busy time")
         if rate <= 0 and (busy or 0) > 0.05:
-            # busy but no record counted: the meters have not caught up (e.g. Python workers starting)
-            why = f"vertex {vertex.name!r}: busy {busy:.2f} but no {rate_name} yet (meters not updated)"
+            # busy but no record counted: the counters have not caught up (e.g. Python workers starting)
+            why = f"vertex {vertex.name!r}: busy {busy:.2f} but no records counted yet"
             return OperatorMetrics(op, dep, complete=False, reason=why)
-        rate *= scale
         m = OperatorMetrics(
             operator=op,
             deployment=dep,
@@ -191,8 +257,8 @@ class FlinkMonitor(Monitor):
             service_time_mean_s=(busy * vertex.parallelism / rate) if busy is not None and rate > 0 else None,
         )
         bp = _metric(values, "backPressuredTimeMsPerSecond", "avg")
-        notes = [f"backPressured={bp / 1000.0:.3f}"] if bp is not None else []
-        if scale != 1.0:
-            notes.append(f"rates x{scale:.2f} (vertex running for {running_s:.0f} s)")
+        notes = [f"rates from {how}"]
+        if bp is not None:
+            notes.append(f"backPressured={bp / 1000.0:.3f}")
         m.reason = "; ".join(notes)
         return m

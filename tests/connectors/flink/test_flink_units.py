@@ -85,6 +85,8 @@ def test_bench_flink_rejects_bad_options_before_starting_anything(args, message)
 class _MetricsOnly:
     """A REST stand-in that answers one vertex's metric query with fixed values (no cluster needed)."""
 
+    base_url = "http://fake"
+
     def __init__(self, values: dict[str, float]) -> None:
         self.values = values
 
@@ -97,20 +99,53 @@ class _Job:
         self.rest = _MetricsOnly(values)
 
 
-@pytest.mark.parametrize(
-    "busy_ms, running_s, complete",
-    [(0.0, 20.0, False), (0.0, METER_SPAN_S + 5, True), (12.0, 20.0, True)],
-)
-def test_zero_busy_time_of_a_fresh_vertex_with_flowing_records_is_incomplete(busy_ms, running_s, complete):
-    values = {
-        "numRecordsInPerSecond": 28.0,
-        "busyTimeMsPerSecond": busy_ms,
-        "backPressuredTimeMsPerSecond": 0.0,
-    }
-    monitor = FlinkMonitor(_Job(values), {"splitter": {"vm.small": 2}}, [], {"sentences"})
-    m = monitor._operator("job", "splitter", Vertex("b2", "splitter", 2), "RUNNING", running_s)
-    assert m.complete is complete
-    if complete:
-        assert m.utilisation == pytest.approx(busy_ms / 1000.0) and m.input_rate > 0
-    else:
-        assert m.input_rate is None and m.utilisation is None and "no busy time measured yet" in m.reason
+def _row(start_ms: float, records: float | None = None, busy_ms: float | None = None) -> dict:
+    """A job-details vertex row: RUNNING since ``start_ms``, with the current attempt's counters if given."""
+    metrics = {} if records is None else {"read-records": records, "accumulated-busy-time": busy_ms}
+    return {"status": "RUNNING", "start-time": start_ms, "metrics": metrics}
+
+
+# a stale metric store: the previous attempt's 60-s meters, 28 records/s and 400 ms busy per second
+STALE_METERS = {"numRecordsInPerSecond": 28.0, "busyTimeMsPerSecond": 400.0, "backPressuredTimeMsPerSecond": 0.0}
+
+
+def test_a_long_running_vertex_without_an_earlier_reading_is_read_from_its_meters():
+    monitor = FlinkMonitor(_Job(STALE_METERS), {"splitter": {"vm.small": 2}}, [], {"sentences"})
+    now_ms = 1e12
+    row = _row(now_ms - (METER_SPAN_S + 5) * 1000.0, 90_000, 1e6)
+    m = monitor._operator("job", "splitter", Vertex("b2", "splitter", 2), row, now_ms)
+    assert m.complete and "60-s meters" in m.reason
+    assert m.input_rate == pytest.approx(28.0) and m.utilisation == pytest.approx(0.4)
+
+
+def test_rates_come_from_the_current_attempts_counters_not_from_stale_meters():
+    """Right after a rescale the metric store still serves the previous attempt's meters (28/s here); the
+    period of the restart is incomplete, the next one is the difference of the new attempt's counters."""
+    monitor = FlinkMonitor(_Job(STALE_METERS), {"counter": {"vm.small": 3}}, [], {"sentences"})
+    vertex, start = Vertex("c3", "counter", 3), 2e12
+    first = monitor._operator("job", "counter", vertex, _row(start, 500, 6000.0), start + 20_000)
+    assert not first.complete and first.input_rate is None and "(re)started 20 s ago" in first.reason
+    # 2 s later: too short an interval to difference, still incomplete; the 20-s reading stays the baseline
+    early = monitor._operator("job", "counter", vertex, _row(start, 560, 6600.0), start + 22_000)
+    assert not early.complete
+    # 30 s after the first reading: 1,400 more records (46.7/s), 3 subtasks busy 0.25 of the interval
+    second = monitor._operator("job", "counter", vertex, _row(start, 1900, 6000.0 + 3 * 30_000 * 0.25),
+                               start + 50_000)  # fmt: skip
+    assert second.complete, second.reason
+    assert second.input_rate == pytest.approx(1400 / 30) and second.utilisation == pytest.approx(0.25)
+    assert "counters over the last 30 s" in second.reason
+    assert second.service_time_mean_s == pytest.approx(0.25 * 3 / (1400 / 30))
+    # another restart: the earlier attempt's reading is never differenced against the new attempt's counters
+    third = monitor._operator("job", "counter", vertex, _row(start + 60_000, 300, 1500.0), start + 80_000)
+    assert not third.complete and "(re)started 20 s ago" in third.reason
+    fourth = monitor._operator("job", "counter", vertex, _row(start + 60_000, 600, 1500.0 + 3 * 20_000 * 0.1),
+                               start + 100_000)  # fmt: skip
+    assert fourth.input_rate == pytest.approx(15.0) and fourth.utilisation == pytest.approx(0.1)
+
+
+def test_a_busy_vertex_whose_counters_did_not_move_is_incomplete():
+    monitor = FlinkMonitor(_Job(STALE_METERS), {"counter": {"vm.small": 1}}, [], {"sentences"})
+    vertex, start = Vertex("c5", "counter", 1), 3e12
+    monitor._operator("job", "counter", vertex, _row(start, 0, 0.0), start + 10_000)
+    m = monitor._operator("job", "counter", vertex, _row(start, 0, 9_000.0), start + 20_000)
+    assert not m.complete and "no records counted yet" in m.reason
