@@ -1,6 +1,11 @@
 """Measure live executor add/remove latency on a local standalone cluster, stage by stage.
 
     nice -n 19 .venv/bin/python -m connectors.spark.latency_probe [--steps 1,2,3,2,1] [--cores 3]
+    .venv/bin/python -m connectors.spark.latency_probe --steps 2,2:768,2:512   # restart-based changes
+
+A step ``N:MEM`` asks for ``N`` executors of ``MEM`` MiB: a different executor size is a restart-based change
+(the query stops at a batch boundary and resumes from its checkpoint in a new SparkContext), for which the
+agent's measured ``downtime`` (query stopped until it runs again with an executor) is printed too.
 
 Starts a master and one worker (``--cores`` cores, 1-core executors), the ingest stand-in
 (``connectors.spark.bench.ingest_stub``) and a small rate-source query under the agent (``agent.run``), then
@@ -11,7 +16,8 @@ publishes each desired executor count in turn and prints, per change (seconds fr
 - ``granted``: the worker log says it was asked to launch the executor (1 s resolution, adds only);
 - ``jvm``: the executor's first log line (its JVM runs and logs; 1 s resolution, adds only);
 - ``registered``: the executor's ``addTime`` on the driver's REST API (adds) / its removal seen (removes);
-- ``acked``: the agent's acknowledgement arrived (count verified on the driver's REST API).
+- ``acked``: the agent's acknowledgement arrived (count verified on the driver's REST API);
+- ``downtime`` (restart-based changes): the agent's measured downtime (s).
 
 The load average at the start and the end is printed too: on a shared 2-core machine the numbers mostly say
 how loaded it was.
@@ -88,6 +94,14 @@ def _build(checkpoint: str):
     return build
 
 
+def _step(text: str) -> tuple[int, int | None]:
+    """``N`` or ``N:MEM`` -> (executors, executor memory MiB or None = unchanged)."""
+    count, _, memory = text.partition(":")
+    if not count.strip().isdigit() or (memory and not memory.strip().isdigit()):
+        raise ValueError(f"{text!r}: expected N or N:MEM (integers)")
+    return int(count), int(memory) if memory else None
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
@@ -97,11 +111,14 @@ def main() -> None:
     ap.add_argument("--poll", type=float, default=None, help="agent poll interval (s); default: the agent's")
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark conf")
     args = ap.parse_args()
-    steps = [int(s) for s in args.steps.split(",") if s]
+    try:
+        steps = [_step(s) for s in args.steps.split(",") if s]
+    except ValueError as exc:
+        raise SystemExit(f"--steps: {exc}") from None
     extra = dict(kv.split("=", 1) for kv in args.conf if "=" in kv)
     if len(extra) != len(args.conf):
         raise SystemExit("--conf: KEY=VALUE expected")
-    if not steps or min(steps) < 1 or max(steps) > args.cores:
+    if not steps or min(n for n, _ in steps) < 1 or max(n for n, _ in steps) > args.cores:
         raise SystemExit(f"--steps: counts must be within 1..--cores ({args.cores})")
     from connectors.spark.agent import run
 
@@ -129,7 +146,9 @@ def main() -> None:
             print(f"query running; executors {len(_executors(ui, app_id))}", flush=True)
             worker_dir = Path(worker.log).with_suffix("")
             rows = []
-            for n in steps:
+            for n, memory in steps:
+                if memory and memory != profile["memoryMiB"]:
+                    profile = {**profile, "name": f"mem{memory}", "memoryMiB": memory}
                 before = {e["id"] for e in _executors(ui, app_id)}
                 acks = len(stub.acks)
                 t0 = time.time()
@@ -138,6 +157,11 @@ def main() -> None:
                     time.sleep(0.05)
                 t_ack, ack = stub.acks[-1]
                 row = {"to": n, "request": t_ack - ack["durationS"] - t0, "acked": t_ack - t0}
+                if memory and agent.spark.sparkContext.applicationId != app_id:  # restarted: a new application
+                    sc = agent.spark.sparkContext
+                    ui, app_id = sc.uiWebUrl, sc.applicationId
+                    row["downtime"] = float(ack["downtimeS"])
+                    before = set()
                 after = {e["id"]: e for e in _executors(ui, app_id, include_dead=True)}
                 new = [after[i] for i in after if i not in before and after[i].get("isActive", True)]
                 if new:

@@ -21,3 +21,14 @@ def test_stage_times_are_read_from_worker_and_executor_logs(tmp_path):
     stderr.write_text('Spark Executor Command: "java"\n====\n26/11/26 13:14:08 INFO Started daemon\n')
     assert _first_log_time(stderr) == expected + 1
     assert _first_log_time(tmp_path / "missing") is None
+
+
+def test_steps_name_executor_counts_and_optionally_a_new_executor_memory():
+    import pytest
+
+    from connectors.spark.latency_probe import _step
+
+    assert _step("3") == (3, None) and _step("2:768") == (2, 768)
+    for bad in ("x", "2:big", ":512"):
+        with pytest.raises(ValueError, match="expected N or N:MEM"):
+            _step(bad)
