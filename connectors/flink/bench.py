@@ -34,6 +34,8 @@ STREAMS = [("sentences", "splitter"), ("splitter", "counter"), ("counter", "top"
 CONTROLLED = ("splitter", "counter")
 WORDS_PER_SENTENCE = 4.5  # 5 words, 1 in 10 vocabulary words filtered out
 NODE_TYPE, PRICE_PER_SLOT_H = "vm.small", 0.005
+#: a run named ``<policy>-pretrained`` replays every earlier run's recorded observations through the policy first
+PRETRAINED = "-pretrained"
 
 
 @dataclass
@@ -76,6 +78,8 @@ class RunResult:
     latencies: list[float] = field(default_factory=list)
     service_times: dict[str, list[float]] = field(default_factory=dict)
     parallelism: list[dict[str, int]] = field(default_factory=list)
+    #: per complete period, what each controlled operator's OM observed (replayed to pre-train a later run)
+    observations: list[dict[str, Any]] = field(default_factory=list)
     error: str = ""
 
     @property
@@ -119,9 +123,19 @@ def _policy(name: str, cfg: BenchConfig, service_s: float | None):
     return registry.load("om", name)(spec, params)
 
 
+def pretrain(policy, observations: list[Any]) -> int:
+    """Replay recorded observations of one operator through ``policy.step`` (learning only: the proposals are
+    not applied); returns how many were replayed."""
+    for obs in observations:
+        policy.step(obs)
+    return len(observations)
+
+
 def run_one(cluster: FlinkCluster, cfg: BenchConfig, name: str, initial: dict[str, int], policy_name: str | None,
-            service_s: dict[str, float] | None = None, log=print) -> RunResult:  # fmt: skip
-    """One run on a fresh job; ``policy_name`` None keeps ``initial`` (static)."""
+            service_s: dict[str, float] | None = None, log=print,
+            history: list[RunResult] | None = None) -> RunResult:  # fmt: skip
+    """One run on a fresh job; ``policy_name`` None keeps ``initial`` (static). ``history``: earlier runs whose
+    recorded observations pre-train the policies before the run starts."""
     from policies.base import Observation
 
     counts_dir = Path(cluster.root) / f"counts-{name}-{int(time.time())}"
@@ -146,6 +160,10 @@ def run_one(cluster: FlinkCluster, cfg: BenchConfig, name: str, initial: dict[st
     job_id = conn.job.find()
     policies = {op: _policy(policy_name, cfg, (service_s or {}).get(op)) for op in CONTROLLED} \
         if policy_name else {}  # fmt: skip
+    for op, policy in policies.items():
+        if history:
+            n = pretrain(policy, [o[op] for r in history for o in r.observations])
+            log(f"  {name}: {op} pre-trained on {n} recorded periods of {', '.join(r.name for r in history)}")
     k = dict(initial)
     slot = 0
     last = time.monotonic()
@@ -186,15 +204,17 @@ def run_one(cluster: FlinkCluster, cfg: BenchConfig, name: str, initial: dict[st
             f"{ {op: round(metrics.operators[op].input_rate, 1) for op in CONTROLLED} } "
             f"util={ {op: round(metrics.operators[op].utilisation or 0, 2) for op in CONTROLLED} }"
         )
+        observed = {
+            op: Observation(np.array([k[op]]), float(metrics.operators[op].input_rate), e2e / 2.0, violated,
+                            metrics.operators[op].utilisation, True)  # fmt: skip
+            for op in CONTROLLED
+        }
+        result.observations.append(observed)
         if not policies:
             continue
         targets: dict[str, int] = {}
         for op, policy in policies.items():
-            m = metrics.operators[op]
-            obs = Observation(
-                np.array([k[op]]), float(m.input_rate), e2e / 2.0, violated, m.utilisation, True
-            )
-            new = int(policy.step(obs).deployment.sum())
+            new = int(policy.step(observed[op]).deployment.sum())
             if new != k[op]:
                 targets[op] = new
         if targets:
@@ -246,6 +266,9 @@ def run_benchmark(root: str | Path, cfg: BenchConfig, runs: list[str], log=print
                 fitted = {op: statistics.median(v) for op, v in r.service_times.items() if v}
             elif name == "static-mean":
                 r = run_one(cluster, cfg, name, mean, None, log=log)
+            elif name.endswith(PRETRAINED):
+                r = run_one(cluster, cfg, name, mean, name.removesuffix(PRETRAINED), service_s=fitted, log=log,
+                            history=list(results))  # fmt: skip
             else:
                 r = run_one(cluster, cfg, name, mean, name, service_s=fitted, log=log)
             results.append(r)

@@ -149,3 +149,23 @@ def test_a_busy_vertex_whose_counters_did_not_move_is_incomplete():
     monitor._operator("job", "counter", vertex, _row(start, 0, 0.0), start + 10_000)
     m = monitor._operator("job", "counter", vertex, _row(start, 0, 9_000.0), start + 20_000)
     assert not m.complete and "no records counted yet" in m.reason
+
+
+def test_pretraining_on_recorded_violations_makes_model_based_scale_out_where_a_fresh_one_does_not():
+    import numpy as np
+
+    from connectors.flink.bench import BenchConfig, _policy, pretrain
+    from policies.base import Observation
+
+    cfg = BenchConfig(trace="unused")
+
+    def obs(k: int, rate: float, violated: bool) -> Observation:
+        return Observation(np.array([k]), rate, 2.5 if violated else 0.5, violated, 0.5, True)
+
+    # recorded history: one replica carries 40/s without violating and violates at 60/s and above
+    history = [obs(1, r, r >= 60) for r in (20, 30, 40, 60, 70, 40, 65, 30)]
+    fresh, trained = _policy("model-based", cfg, None), _policy("model-based", cfg, None)
+    assert pretrain(trained, history) == len(history)
+    now = obs(1, 80.0, False)
+    assert int(trained.step(now).deployment.sum()) > 1  # knows one replica cannot carry 80/s
+    assert int(fresh.step(now).deployment.sum()) <= 1  # optimistic until it has seen a violation
