@@ -53,7 +53,11 @@ class Command(BaseCommand):
         parser.add_argument("--rmax", type=float, default=15.0, help="R_max of the mean e2e latency (s)")
         parser.add_argument("--kmax", type=int, default=6, help="executors at most")
         parser.add_argument("--strategies", default=",".join(STRATEGIES))
-        parser.add_argument("--policies", default="ql-pds-plus,model-based", help="project OM policies")
+        parser.add_argument(
+            "--policies",
+            default="ql-pds-plus,model-based",
+            help="project OM policies; <policy>-pretrained first replays the earlier runs' recorded periods",
+        )
         parser.add_argument("--worker-cores", type=int, default=8)
         parser.add_argument("--write", action="store_true", help="write the section in docs/benchmarks.md")
 
@@ -74,7 +78,7 @@ class Command(BaseCommand):
         policies = [p for p in opts["policies"].split(",") if p]
         for p in policies:
             try:
-                registry.load("om", p)
+                registry.load("om", p.removesuffix("-pretrained"))
             except ValueError as exc:
                 raise CommandError(f"--policies: {exc}") from exc
         trace_start = opts["trace_start"]
@@ -122,6 +126,9 @@ class Command(BaseCommand):
             for strategy in strategies:
                 t = time.time()
                 self.stdout.write(f"run {strategy.name} ...")
+                if getattr(strategy, "wants_history", False):
+                    n = strategy.pretrain([row for r in results for row in r.series])
+                    self.stdout.write(f"  pre-trained on {n} recorded periods of {len(results)} earlier runs")
                 res = run_strategy(cfg, strategy, log=lambda s: self.stdout.write(s))
                 self.stdout.write(f"  done in {time.time() - t:.0f} s: {res.row()}")
                 results.append(res)

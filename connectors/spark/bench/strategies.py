@@ -85,14 +85,21 @@ class DS2(Strategy):
         return int(min(self.k_max, max(1, math.ceil(stats.input_rate / true_rate * (1 + self.headroom)))))
 
 
+#: a policy named ``<policy>-pretrained`` first replays every earlier run's recorded periods (``pretrain``)
+PRETRAINED = "-pretrained"
+
+
 class OMPolicy(Strategy):
-    """One of the project's OM policies (``policies.registry``) on a single executor profile."""
+    """One of the project's OM policies (``policies.registry``) on a single executor profile. ``policy`` may
+    end in ``-pretrained``: the name then says the runner pre-trains it on earlier runs (``pretrain``)."""
 
     def __init__(self, policy: str, k_max: int, r_max_s: float, service_s: float, max_rate: float) -> None:
         from policies import registry
         from policies.model import NodeType, OperatorSpec, QueueModel, RateLevels
 
         self.name = policy
+        self.wants_history = policy.endswith(PRETRAINED)
+        policy = policy.removesuffix(PRETRAINED)
         self.r_max_s = r_max_s
         spec = OperatorSpec(
             node_types=(NodeType("exec.small", 1.0, 0.005, 1, 512),),
@@ -116,3 +123,11 @@ class OMPolicy(Strategy):
             utilisation=min(stats.busy_s_per_s, 1.5),
         )
         return int(np.sum(self.policy.step(obs).deployment))
+
+    def pretrain(self, series: list[dict[str, Any]]) -> int:
+        """Learn from recorded periods (rows of ``RunResult.series``: the ``PeriodStats`` fields) without acting
+        on the proposals; returns how many periods were replayed."""
+        fields = PeriodStats.__dataclass_fields__
+        for row in series:
+            self.decide(PeriodStats(**{k: row[k] for k in fields}))
+        return len(series)

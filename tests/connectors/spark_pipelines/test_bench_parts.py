@@ -43,6 +43,20 @@ def test_om_policy_adapter_proposes_a_feasible_count():
         assert 1 <= k <= 4
 
 
+def test_pretrained_om_policy_learns_from_recorded_periods_before_acting():
+    from dataclasses import asdict
+
+    fresh = OMPolicy("model-based", k_max=4, r_max_s=10.0, service_s=0.02, max_rate=200.0)
+    trained = OMPolicy("model-based-pretrained", k_max=4, r_max_s=10.0, service_s=0.02, max_rate=200.0)
+    assert trained.wants_history and not fresh.wants_history and trained.name == "model-based-pretrained"
+    # recorded: one executor keeps R under 10 s up to 40 trips/s and violates from 60/s on
+    history = [asdict(_stats(rate=r, executors=1, latency=30.0 if r >= 60 else 3.0)) for r in (20, 40, 60, 70, 30)]
+    assert trained.pretrain(history) == len(history)
+    now = _stats(rate=90.0, executors=1, latency=3.0)
+    assert trained.decide(now) > 1  # knows one executor cannot carry 90/s
+    assert fresh.decide(now) <= 1  # optimistic until it has seen a violation
+
+
 def test_ingest_stub_speaks_the_agent_contract():
     stub = IngestStub().start()
     try:
