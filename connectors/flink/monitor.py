@@ -34,7 +34,9 @@ counters cover only part of it and its meters have not settled. A rescale theref
 (the one in which it happened), and the next period is measured exactly.
 
 Incomplete: job not RUNNING, a vertex not RUNNING (restarting) or (re)started within the period, a metric
-missing/NaN, or a busy vertex whose record count has not moved (e.g. while Python workers start) ->
+missing/NaN, a vertex whose busy, idle and back-pressured times all stood still since the previous reading (the
+metric store did not refresh: seen once on an overloaded TaskManager, it read as zero load), or a busy vertex
+whose record count has not moved (e.g. while Python workers start) ->
 ``complete=False`` with the reason, never zeros.
 """
 
@@ -66,12 +68,23 @@ class CounterSample:
     at_ms: float
     records: float
     busy_ms: float | None
+    #: busy + idle + back-pressured time (ms, summed over subtasks): advances with the wall clock while the
+    #: metric store is fresh, whatever the load
+    accounted_ms: float | None = None
 
 
 #: last reading per (REST URL, job id, vertex id); per process, because the control plane builds a connector
 #: per tick. Bounded: the oldest entries go first.
 _SAMPLES: dict[tuple[str, str, str], CounterSample] = {}
 _MAX_SAMPLES = 4096
+
+
+class _Stale(Exception):
+    """The counters of a vertex did not advance at all between two readings (not even its idle time)."""
+
+
+def _number(value: Any) -> float | None:
+    return None if value is None or math.isnan(float(value)) else float(value)
 
 
 def _remember(key: tuple[str, str, str], sample: CounterSample) -> CounterSample | None:
@@ -194,15 +207,18 @@ class FlinkMonitor(Monitor):
         start_ms = float(row.get("start-time") or -1)
         if records is None or start_ms <= 0:
             return None
-        busy_total = counters.get("accumulated-busy-time")
-        busy_total = None if busy_total is None or math.isnan(float(busy_total)) else float(busy_total)
+        busy_total = _number(counters.get("accumulated-busy-time"))
+        parts = [_number(counters.get(f"accumulated-{k}-time")) for k in ("busy", "idle", "backpressured")]
+        accounted = None if None in parts else sum(p for p in parts if p is not None)
         key = (self.job.rest.base_url, job_id, vertex.id)
-        previous = _remember(key, CounterSample(start_ms, now_ms, float(records), busy_total))
+        previous = _remember(key, CounterSample(start_ms, now_ms, float(records), busy_total, accounted))
         if previous is None:
             return None
         span_s, done = (now_ms - previous.at_ms) / 1000.0, float(records) - previous.records
         if done < 0:
             return None
+        if accounted is not None and previous.accounted_ms is not None and accounted == previous.accounted_ms:
+            raise _Stale(f"vertex {vertex.name!r}: no time accounted (busy, idle, back-pressured) in {span_s:.0f} s")
         busy = None
         if busy_total is not None and previous.busy_ms is not None and busy_total >= previous.busy_ms:
             busy = min((busy_total - previous.busy_ms) / (span_s * 1000.0 * max(vertex.parallelism, 1)), 1.0)
@@ -217,7 +233,10 @@ class FlinkMonitor(Monitor):
         if status != "RUNNING":
             return OperatorMetrics(op, dep, complete=False, reason=f"vertex {vertex.name!r} is {status}")
         is_source = op in self.sources
-        counted = self._counter_rates(job_id, vertex, row, is_source, now_ms)
+        try:
+            counted = self._counter_rates(job_id, vertex, row, is_source, now_ms)
+        except _Stale as stale:  # the REST metric store did not refresh: the counters say nothing
+            return OperatorMetrics(op, dep, complete=False, reason=f"{stale}: metric store not refreshed")
         if counted is None and running_s < METER_SPAN_S:
             why = (
                 f"vertex {vertex.name!r} (re)started {running_s:.0f} s ago: its counters cover only part of "

@@ -230,7 +230,9 @@ class ModelBased(Policy):
             else:
                 rank, n = int(self.space.rank_of_type[k_now > 0].min()), int(k_now.sum())
             x = rate_now / n
-            if violated and x < self.thr_hi[rank]:
+            # a violation in a period without throughput (x = 0: a stalled or mis-measured period) says nothing
+            # about the per-replica bound; taken as a bound it would read "every deployment violates" forever
+            if violated and 0.0 < x < self.thr_hi[rank]:
                 self.thr_hi[rank] = x
                 self._threshold_model()
             elif not violated and x > self.thr_lo[rank]:

@@ -299,3 +299,17 @@ def test_counts_model_is_available_and_learns(taxi_head) -> None:
     assert policy.visits.sum() == len(trace) - 1
     g = policy.v_hat.reshape(*policy.space.grid_shape, -1)
     assert (np.diff(g, axis=2) >= 0).all() and (np.diff(g, axis=0) <= 0).all()
+
+
+def test_a_violation_without_throughput_does_not_bound_the_per_replica_rate() -> None:
+    """A violated period that processed nothing (x = 0) would make theta = 0: every deployment violating, so
+    adding replicas looks useless and the policy never scales out again (seen on Flink with a stale reading)."""
+    spec = paper_spec("A", 1, 10)
+    policy = ModelBased(spec)
+    k1 = np.array([1])
+    for rate in (40.0, 60.0):
+        policy.step(Observation(k1, rate, violated=False))
+    policy.step(Observation(k1, 0.0, violated=True))
+    assert np.isinf(policy.thr_hi).all()  # not bounded by the zero-throughput period
+    policy.step(Observation(k1, 120.0, violated=True))
+    assert policy.thr_hi[0] == 120.0 and policy.thr_lo[0] == 60.0

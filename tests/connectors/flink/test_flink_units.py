@@ -169,3 +169,20 @@ def test_pretraining_on_recorded_violations_makes_model_based_scale_out_where_a_
     now = obs(1, 80.0, False)
     assert int(trained.step(now).deployment.sum()) > 1  # knows one replica cannot carry 80/s
     assert int(fresh.step(now).deployment.sum()) <= 1  # optimistic until it has seen a violation
+
+
+def test_counters_that_did_not_advance_at_all_are_a_stale_reading_not_zero_load():
+    monitor = FlinkMonitor(_Job(STALE_METERS), {"counter": {"vm.small": 2}}, [], {"sentences"})
+    vertex, start = Vertex("c7", "counter", 2), 4e12
+
+    def row(records: float, busy: float, idle: float) -> dict:
+        times = {"accumulated-busy-time": busy, "accumulated-idle-time": idle, "accumulated-backpressured-time": 0}
+        return {"status": "RUNNING", "start-time": start, "metrics": {"read-records": records, **times}}
+
+    monitor._operator("job", "counter", vertex, row(900, 30_000.0, 90_000.0), start + 120_000)
+    frozen = monitor._operator("job", "counter", vertex, row(900, 30_000.0, 90_000.0), start + 140_000)
+    assert not frozen.complete and frozen.input_rate is None and "metric store not refreshed" in frozen.reason
+    # an idle operator: no records, no busy time, but its idle time advances -> a real zero
+    monitor._operator("job", "counter", vertex, row(900, 30_000.0, 90_000.0), start + 160_000)
+    idle = monitor._operator("job", "counter", vertex, row(900, 30_000.0, 130_000.0), start + 180_000)
+    assert idle.complete and idle.input_rate == 0.0 and idle.utilisation == 0.0
