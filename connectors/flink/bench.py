@@ -123,6 +123,15 @@ def _policy(name: str, cfg: BenchConfig, service_s: float | None):
     return registry.load("om", name)(spec, params)
 
 
+def _observation(m, replicas: int, bound_s: float):
+    """The OM's observation of one complete period: its share of the path's response time (s) vs ``bound_s``."""
+    from policies.base import Observation
+
+    rt = m.response_time_s
+    return Observation(np.array([replicas]), float(m.input_rate), rt, rt is None or rt > bound_s, m.utilisation,
+                       True)  # fmt: skip
+
+
 def pretrain(policy, observations: list[Any]) -> int:
     """Replay recorded observations of one operator through ``policy.step`` (learning only: the proposals are
     not applied); returns how many were replayed."""
@@ -136,7 +145,6 @@ def run_one(cluster: FlinkCluster, cfg: BenchConfig, name: str, initial: dict[st
             history: list[RunResult] | None = None) -> RunResult:  # fmt: skip
     """One run on a fresh job; ``policy_name`` None keeps ``initial`` (static). ``history``: earlier runs whose
     recorded observations pre-train the policies before the run starts."""
-    from policies.base import Observation
 
     counts_dir = Path(cluster.root) / f"counts-{name}-{int(time.time())}"
     job_name = f"bench-{name}"
@@ -204,11 +212,9 @@ def run_one(cluster: FlinkCluster, cfg: BenchConfig, name: str, initial: dict[st
             f"{ {op: round(metrics.operators[op].input_rate, 1) for op in CONTROLLED} } "
             f"util={ {op: round(metrics.operators[op].utilisation or 0, 2) for op in CONTROLLED} }"
         )
-        observed = {
-            op: Observation(np.array([k[op]]), float(metrics.operators[op].input_rate), e2e / 2.0, violated,
-                            metrics.operators[op].utilisation, True)  # fmt: skip
-            for op in CONTROLLED
-        }
+        # each OM sees its operator's share of the path's time (the monitor's queueing-estimate split) against
+        # its own bound R_max / 2, as the control plane does: the bottleneck is blamed, not every operator
+        observed = {op: _observation(metrics.operators[op], k[op], cfg.r_max_s / 2.0) for op in CONTROLLED}
         result.observations.append(observed)
         if not policies:
             continue

@@ -14,9 +14,10 @@ Per declared operator (one job vertex, see ``binding``), at the end of the perio
 - backlog (tuples) = the source's ``pendingRecords`` gauge where reported (the trace-driven source reports it);
 - back-pressure: ``backPressuredTimeMsPerSecond / 1000`` (mean over subtasks), noted in ``reason``;
 - end-to-end response time (s): mean and p95 of the sink's ``e2eLatencyMeanMs`` / ``e2eLatencyP95Ms`` gauges
-  (windowed over the last seconds; records are stamped at creation), one value per source-to-sink path, and as
-  every operator's response time (Flink reports no per-operator latency; the whole path is the conservative
-  share, as for a Spark operator without an upstream controlled one);
+  (windowed over the last seconds; records are stamped at creation), one value per source-to-sink path;
+- operator response time (s): Flink reports no per-operator latency, so each path's time is split among its
+  operators in proportion to their queueing estimates S / (1 - utilisation) (``connectors.latency_share``):
+  the bottleneck takes the blame for a violation, an idle operator on the same path does not;
 - deployment: the vertex's parallelism, reported under the node types of the last known deployment.
 
 Why counters and not Flink's per-second meters: ``numRecordsInPerSecond`` and ``busyTimeMsPerSecond`` average
@@ -50,6 +51,7 @@ from typing import Any
 from connectors.base import ConnectorError, Deployment, Monitor, OperatorMetrics, Period, PeriodMetrics
 from connectors.flink.binding import Vertex, resolve, vertices_of
 from connectors.flink.rest import FlinkRest
+from connectors.latency_share import share_path_latency
 
 METER_SPAN_S = 60.0
 #: two readings of the same attempt closer than this (s) are not differenced (stale metric store, jitter)
@@ -182,11 +184,13 @@ class FlinkMonitor(Monitor):
         path_rt: dict[str, float] = {}
         if latency:
             worst = max(latency.values())
+            path_p95: dict[str, float] = {}
             for path in self.paths:
-                path_rt["->".join(path)] = worst[0]
-            for m in ops.values():
-                if m.complete:
-                    m.response_time_s, m.response_time_p95_s = worst
+                path_rt["->".join(path)], path_p95["->".join(path)] = worst
+            fractions = share_path_latency(ops, self.paths, path_rt, path_p95)
+            for name, frac in fractions.items():
+                note = f"response time = {frac:.0%} of the path's (queueing-estimate share)"
+                ops[name].reason = f"{ops[name].reason}; {note}" if ops[name].reason else note
         incomplete = [f"{n}: {m.reason}" for n, m in ops.items() if not m.complete]
         reason = "; ".join(incomplete)
         if not latency:

@@ -186,3 +186,17 @@ def test_counters_that_did_not_advance_at_all_are_a_stale_reading_not_zero_load(
     monitor._operator("job", "counter", vertex, row(900, 30_000.0, 90_000.0), start + 160_000)
     idle = monitor._operator("job", "counter", vertex, row(900, 30_000.0, 130_000.0), start + 180_000)
     assert idle.complete and idle.input_rate == 0.0 and idle.utilisation == 0.0
+
+
+def test_bench_observation_charges_each_operator_its_own_share_against_its_bound():
+    from connectors.base import OperatorMetrics
+    from connectors.flink.bench import _observation
+    from connectors.latency_share import share_path_latency
+
+    path = ["sentences", "splitter", "counter", "top"]
+    ops = {name: OperatorMetrics(name, {"vm.small": 1}, input_rate=20.0, utilisation=u, service_time_mean_s=0.01)
+           for name, u in zip(path, (None, 0.12, 0.97, 0.05), strict=True)}  # fmt: skip
+    share_path_latency(ops, [path], {"->".join(path): 2.5})  # the path violates R_max = 2 s
+    splitter, counter = _observation(ops["splitter"], 1, 1.0), _observation(ops["counter"], 1, 1.0)
+    assert counter.violated and not splitter.violated
+    assert splitter.response_time_s + counter.response_time_s <= 2.5
