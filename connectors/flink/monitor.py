@@ -222,7 +222,9 @@ class FlinkMonitor(Monitor):
         if done < 0:
             return None
         if accounted is not None and previous.accounted_ms is not None and accounted == previous.accounted_ms:
-            raise _Stale(f"vertex {vertex.name!r}: no time accounted (busy, idle, back-pressured) in {span_s:.0f} s")
+            raise _Stale(
+                f"vertex {vertex.name!r}: no time accounted (busy, idle, back-pressured) in {span_s:.0f} s"
+            )
         busy = None
         if busy_total is not None and previous.busy_ms is not None and busy_total >= previous.busy_ms:
             busy = min((busy_total - previous.busy_ms) / (span_s * 1000.0 * max(vertex.parallelism, 1)), 1.0)

@@ -4,6 +4,9 @@
 profiles; Flink places subtasks on any free slot, so the mix of types is realised by the node provider, not per
 vertex). Steps:
 
+0. a job that is restarting (a failover, a TaskManager lost, the scheduler taking up new slots) is waited for
+   until it and every vertex are RUNNING again (at most ``timeout_s``; else nothing is applied and the apply
+   fails with the reason), so that the change starts from the parallelism actually running;
 1. ``GET /jobs/:id/resource-requirements``, set ``upperBound`` = target parallelism (``lowerBound`` 1) of every
    changed vertex, ``PUT`` it back;
 2. poll the job every ``POLL_S`` until every changed vertex reports its target parallelism and every vertex is
@@ -29,6 +32,16 @@ POLL_S = 0.2
 SLOT_GRACE_S = 8.0
 
 
+TERMINAL = ("FINISHED", "CANCELED", "FAILED")
+
+
+def _steady(job: dict) -> bool:
+    """The job and each of its vertices are RUNNING (not restarting, not scheduling)."""
+    return job.get("state") == "RUNNING" and all(
+        v.get("status") == "RUNNING" for v in job.get("vertices", [])
+    )
+
+
 class FlinkRealizer(Realizer):
     def __init__(self, job: FlinkJob, deployments: dict[str, Deployment], timeout_s: float = 60.0) -> None:
         self.job = job
@@ -45,6 +58,14 @@ class FlinkRealizer(Realizer):
 
     def apply(self, plan: ScalingPlan) -> ApplyResult:
         job_id, job, bound = self.job.snapshot()
+        if not _steady(job):  # mid-restart (a failover, another rescale): parallelism is in flux, wait it out
+            waited = self._await_steady(job_id, time.monotonic() + self.timeout_s)
+            if waited is None:
+                return ApplyResult(
+                    False, self._known(),
+                    error=f"job {job_id} did not return to RUNNING within {self.timeout_s:.0f} s: nothing applied",
+                )  # fmt: skip
+            job_id, job, bound = self.job.snapshot()
         targets: dict[str, int] = {}
         for op, dep in plan.targets.items():
             if op not in bound:
@@ -101,6 +122,19 @@ class FlinkRealizer(Realizer):
             details=details,
         )
 
+    def _await_steady(self, job_id: str, deadline: float) -> dict | None:
+        """Poll until the job and every vertex are RUNNING; the job, or None at ``deadline`` or a terminal state."""
+        while True:
+            try:
+                job = self.job.rest.job(job_id)
+            except FlinkRestError:
+                job = {}
+            if _steady(job):
+                return job
+            if job.get("state") in TERMINAL or time.monotonic() > deadline:
+                return None
+            time.sleep(POLL_S)
+
     def _await(self, job_id: str, targets: dict[str, int], deadline: float) -> tuple[bool, float, dict, str]:
         """Poll until ``targets`` (vertex id -> parallelism) are reached with every vertex RUNNING.
 
@@ -116,9 +150,7 @@ class FlinkRealizer(Realizer):
                 job = self.job.rest.job(job_id)
             except FlinkRestError as exc:
                 job, why = {}, str(exc)
-            running = job.get("state") == "RUNNING" and all(
-                v.get("status") == "RUNNING" for v in job.get("vertices", [])
-            )
+            running = _steady(job)
             reached = {v["id"]: int(v["parallelism"]) for v in job.get("vertices", []) if v["id"] in targets}
             if not running:
                 restarted = True

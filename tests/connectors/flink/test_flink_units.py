@@ -106,7 +106,11 @@ def _row(start_ms: float, records: float | None = None, busy_ms: float | None = 
 
 
 # a stale metric store: the previous attempt's 60-s meters, 28 records/s and 400 ms busy per second
-STALE_METERS = {"numRecordsInPerSecond": 28.0, "busyTimeMsPerSecond": 400.0, "backPressuredTimeMsPerSecond": 0.0}
+STALE_METERS = {
+    "numRecordsInPerSecond": 28.0,
+    "busyTimeMsPerSecond": 400.0,
+    "backPressuredTimeMsPerSecond": 0.0,
+}
 
 
 def test_a_long_running_vertex_without_an_earlier_reading_is_read_from_its_meters():
@@ -176,7 +180,11 @@ def test_counters_that_did_not_advance_at_all_are_a_stale_reading_not_zero_load(
     vertex, start = Vertex("c7", "counter", 2), 4e12
 
     def row(records: float, busy: float, idle: float) -> dict:
-        times = {"accumulated-busy-time": busy, "accumulated-idle-time": idle, "accumulated-backpressured-time": 0}
+        times = {
+            "accumulated-busy-time": busy,
+            "accumulated-idle-time": idle,
+            "accumulated-backpressured-time": 0,
+        }
         return {"status": "RUNNING", "start-time": start, "metrics": {"read-records": records, **times}}
 
     monitor._operator("job", "counter", vertex, row(900, 30_000.0, 90_000.0), start + 120_000)
@@ -200,3 +208,68 @@ def test_bench_observation_charges_each_operator_its_own_share_against_its_bound
     splitter, counter = _observation(ops["splitter"], 1, 1.0), _observation(ops["counter"], 1, 1.0)
     assert counter.violated and not splitter.violated
     assert splitter.response_time_s + counter.response_time_s <= 2.5
+
+
+class _RestartingRest:
+    """A JobManager whose job restarts for ``restarting`` polls before it runs again; a PUT of resource
+    requirements takes effect at once (the next poll shows the new parallelism, every vertex RUNNING)."""
+
+    def __init__(self, restarting: int) -> None:
+        self.restarting = restarting
+        self.parallelism = {"v1": 2}
+        self.puts: list[dict] = []
+        self.base_url = "http://fake"
+
+    def job(self, job_id: str) -> dict:
+        status = "RUNNING"
+        if self.restarting > 0:
+            self.restarting -= 1
+            status = "INITIALIZING"
+        vertices = [{"id": vid, "name": "counter", "parallelism": n, "status": status}
+                    for vid, n in self.parallelism.items()]  # fmt: skip
+        return {"jid": job_id, "state": "RUNNING", "vertices": vertices}
+
+    def resource_requirements(self, job_id: str) -> dict:
+        return {
+            vid: {"parallelism": {"lowerBound": 1, "upperBound": n}} for vid, n in self.parallelism.items()
+        }
+
+    def set_resource_requirements(self, job_id: str, wanted: dict) -> None:
+        self.puts.append((self.restarting, wanted))  # polls of the restart still to come when it was PUT
+        self.parallelism = {vid: int(r["parallelism"]["upperBound"]) for vid, r in wanted.items()}
+
+    def get(self, path: str) -> dict:
+        return {"slots-available": 4, "slots-total": 8}
+
+
+def _realizer(rest: _RestartingRest, timeout_s: float):
+    from connectors.flink.monitor import FlinkJob
+    from connectors.flink.realizer import FlinkRealizer
+
+    return FlinkRealizer(
+        FlinkJob(rest, None, "j1", {"counter": "counter"}), {"counter": {"vm.small": 2}}, timeout_s
+    )
+
+
+def test_a_rescale_requested_while_the_job_restarts_waits_until_it_runs_again():
+    from connectors.base import ScalingPlan
+
+    rest = _RestartingRest(restarting=3)
+    result = _realizer(rest, 10.0).apply(ScalingPlan({"counter": {"vm.small": 3}}, 1))
+    assert result.ok, result.error
+    # PUT only once the job ran again (no restart poll left), from the parallelism actually running
+    assert rest.puts == [(0, {"v1": {"parallelism": {"lowerBound": 1, "upperBound": 3}}})]
+    assert result.deployments["counter"] == {"vm.small": 3}
+
+
+def test_a_job_that_never_runs_again_gets_nothing_applied_and_a_reason():
+    from connectors.base import ScalingPlan
+
+    rest = _RestartingRest(restarting=10**6)
+    result = _realizer(rest, 0.5).apply(ScalingPlan({"counter": {"vm.small": 3}}, 1))
+    assert (
+        not result.ok
+        and "did not return to RUNNING within" in result.error
+        and "nothing applied" in result.error
+    )
+    assert rest.puts == []
