@@ -130,6 +130,8 @@ class FlinkCluster:
             "metrics.latency.interval": 0,
             # the REST metric store refreshes every 2 s (default 10 s), so a reading is at most 2 s old
             "metrics.fetcher.update-interval": 2000,
+            # job details over REST are cached this long (default 3 s): a rescale's restart shows up in polls
+            "web.refresh-interval": 250,
             "python.executable": str(flink_python()),
             "python.client.executable": str(flink_python()),
             "parallelism.default": 1,

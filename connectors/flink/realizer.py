@@ -11,7 +11,9 @@ vertex). Steps:
    changed vertex, ``PUT`` it back;
 2. poll the job every ``POLL_S`` until every changed vertex reports its target parallelism and every vertex is
    RUNNING; the downtime (s) is the time from the first poll that saw a vertex leave RUNNING (or the job leave
-   RUNNING) until all are RUNNING again;
+   RUNNING) until all are RUNNING again. A restart shorter than one poll (the REST server caches job details for
+   ``web.refresh-interval``) is taken from the job's own status timestamps instead: RUNNING minus RESTARTING,
+   when both fall after the request;
 3. failure: the job came back RUNNING below the target with no free slot left (insufficient slots), or
    ``timeout_s`` passed, or after ``SLOT_GRACE_S`` the target still exceeds the cluster's slots -> the previous requirements are PUT back and waited for (``rolled_back=True``,
    ``ok=False``, the error names the vertices, targets, what was reached and the free/total slots).
@@ -40,6 +42,16 @@ def _steady(job: dict) -> bool:
     return job.get("state") == "RUNNING" and all(
         v.get("status") == "RUNNING" for v in job.get("vertices", [])
     )
+
+
+def _restart_span_s(job: dict, since_ms: float) -> float:
+    """Seconds between the job's last RESTARTING and its last RUNNING status, if both came after ``since_ms``
+    (epoch ms); 0.0 when the job did not restart since then (or does not report its timestamps)."""
+    stamps = job.get("timestamps") or {}
+    down, up = float(stamps.get("RESTARTING") or 0), float(stamps.get("RUNNING") or 0)
+    if down >= since_ms and up >= down:
+        return round((up - down) / 1000.0, 3)
+    return 0.0
 
 
 class FlinkRealizer(Realizer):
@@ -88,8 +100,12 @@ class FlinkRealizer(Realizer):
         if not changed:
             return ApplyResult(True, self.current(), details={"job": job_id, "unchanged": True})
         started = time.monotonic()
+        requested_ms = time.time() * 1000.0
         self.job.rest.set_resource_requirements(job_id, wanted)
         ok, downtime, reached, why = self._await(job_id, changed, started + self.timeout_s)
+        # a restart that fell between two polls: ask the job when it stopped and resumed
+        if ok and downtime == 0.0:
+            downtime = _restart_span_s(self._job_or_empty(job_id), requested_ms)
         details: dict[str, Any] = {"job": job_id, "targets": changed, "reached": reached,
                                    "elapsed_s": round(time.monotonic() - started, 3)}  # fmt: skip
         if ok:
@@ -121,6 +137,12 @@ class FlinkRealizer(Realizer):
             rolled_back=True,
             details=details,
         )
+
+    def _job_or_empty(self, job_id: str) -> dict:
+        try:
+            return self.job.rest.job(job_id)
+        except FlinkRestError:
+            return {}
 
     def _await_steady(self, job_id: str, deadline: float) -> dict | None:
         """Poll until the job and every vertex are RUNNING; the job, or None at ``deadline`` or a terminal state."""

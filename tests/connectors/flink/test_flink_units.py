@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 
 import pytest
 
@@ -273,3 +274,34 @@ def test_a_job_that_never_runs_again_gets_nothing_applied_and_a_reason():
         and "nothing applied" in result.error
     )
     assert rest.puts == []
+
+
+class _CachedRest(_RestartingRest):
+    """A JobManager whose cached job details never show the restart a PUT caused (it was shorter than the cache
+    interval); only the job's status timestamps tell: RESTARTING at PUT + 0.1 s, RUNNING again 1.4 s later."""
+
+    def set_resource_requirements(self, job_id: str, wanted: dict) -> None:
+        super().set_resource_requirements(job_id, wanted)
+        put_ms = time.time() * 1000.0
+        self.stamps = {"RESTARTING": put_ms + 100.0, "RUNNING": put_ms + 1500.0}
+
+    def job(self, job_id: str) -> dict:
+        job = super().job(job_id)
+        job["timestamps"] = dict(getattr(self, "stamps", {"RUNNING": 1.0}))
+        return job
+
+
+def test_a_restart_missed_by_the_polls_is_timed_from_the_jobs_status_timestamps():
+    from connectors.base import ScalingPlan
+
+    result = _realizer(_CachedRest(restarting=0), 10.0).apply(ScalingPlan({"counter": {"vm.small": 3}}, 1))
+    assert result.ok, result.error
+    assert result.downtime_s == pytest.approx(1.4, abs=0.01)
+
+
+def test_restart_span_ignores_a_restart_before_the_request():
+    from connectors.flink.realizer import _restart_span_s
+
+    assert _restart_span_s({"timestamps": {"RESTARTING": 1000.0, "RUNNING": 3000.0}}, since_ms=2000.0) == 0.0
+    assert _restart_span_s({"timestamps": {"RESTARTING": 2500.0, "RUNNING": 4000.0}}, since_ms=2000.0) == 1.5
+    assert _restart_span_s({}, since_ms=0.0) == 0.0
