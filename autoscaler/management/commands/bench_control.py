@@ -312,7 +312,7 @@ class Command(BaseCommand):
             "",
             "What limits it: CPU. A tick of one application costs ~15 database round trips (advisory lock, ledger "
             "row, control row, agent states read + one upsert, decisions bulk insert, engine state, commit) plus, "
-            "per operator, decoding the agent state, the policy step and re-encoding the state (numpy savez); the "
+            "per operator, decoding the agent state, the policy step and re-encoding the state (raw arrays, zlib level 1); the "
             "worker side dominates (first CPU figure), PostgreSQL takes the rest. Ticks of different applications "
             "share nothing but the database, so throughput grows linearly with worker processes up to the cores "
             "available (projected steps/s ~ cores x 1000 / CPU ms per step) until PostgreSQL saturates (about "
