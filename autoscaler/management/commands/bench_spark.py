@@ -52,6 +52,13 @@ class Command(BaseCommand):
         parser.add_argument("--interval", type=float, default=5.0, help="micro-batch interval (s)")
         parser.add_argument("--rmax", type=float, default=15.0, help="R_max of the mean e2e latency (s)")
         parser.add_argument("--kmax", type=int, default=6, help="executors at most")
+        parser.add_argument(
+            "--partitions",
+            type=int,
+            default=8,
+            help="input and shuffle partitions: a batch runs in ceil(partitions / executors) waves of tasks, so "
+            "executors beyond a divisor of it add no capacity (8: 5-7 executors are no faster than 4)",
+        )
         parser.add_argument("--strategies", default=",".join(STRATEGIES))
         parser.add_argument(
             "--policies",
@@ -68,7 +75,17 @@ class Command(BaseCommand):
         from connectors.spark.trace_source import load_trace
         from policies import registry
 
-        for name in ("minutes", "compress", "wait_ms", "period", "interval", "rmax", "peak_executors"):
+        positive = (
+            "minutes",
+            "compress",
+            "wait_ms",
+            "period",
+            "interval",
+            "rmax",
+            "peak_executors",
+            "partitions",
+        )
+        for name in positive:
             if opts[name] <= 0:
                 raise CommandError(f"--{name.replace('_', '-')}: must be > 0")
         wanted = [s for s in opts["strategies"].split(",") if s]
@@ -101,7 +118,7 @@ class Command(BaseCommand):
                 master=cluster.master_url, workdir=var / "runs", minutes=opts["minutes"],
                 compress=opts["compress"], rate_scale=rate_scale, trace_start=trace_start,
                 wait_ms=opts["wait_ms"], interval_s=opts["interval"], period_s=opts["period"],
-                r_max_s=opts["rmax"], k_max=opts["kmax"],
+                r_max_s=opts["rmax"], k_max=opts["kmax"], partitions=opts["partitions"],
             )  # fmt: skip
             peak, mean = static_sizes(cfg)
             sched = cfg.schedule()
@@ -152,7 +169,8 @@ class Command(BaseCommand):
             f"per zone) on a local standalone cluster, Taxi trace minutes {trace_start}..."
             f"{trace_start + cfg.trace_minutes} compressed {cfg.compress:g}x (a run = {cfg.minutes:g} wall "
             f"minutes), rates x {cfg.rate_scale:g}; micro-batch {cfg.interval_s:g} s, control period "
-            f"{cfg.period_s:g} s, R_max = {cfg.r_max_s:g} s (mean e2e latency per period), K_max = {cfg.k_max}. "
+            f"{cfg.period_s:g} s, R_max = {cfg.r_max_s:g} s (mean e2e latency per period), K_max = {cfg.k_max}, "
+            f"{cfg.partitions} partitions. "
             f"Static peak = {peak}, static mean = {mean} executors (1 core each). Ratios are against static "
             "peak in the same run. Predictions for the run's own executor series: fluid = a fluid queue with "
             "the capacity per executor fitted from its batches (carries backlog); sim = the project "
