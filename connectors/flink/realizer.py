@@ -147,10 +147,7 @@ class FlinkRealizer(Realizer):
     def _await_steady(self, job_id: str, deadline: float) -> dict | None:
         """Poll until the job and every vertex are RUNNING; the job, or None at ``deadline`` or a terminal state."""
         while True:
-            try:
-                job = self.job.rest.job(job_id)
-            except FlinkRestError:
-                job = {}
+            job = self._job_or_empty(job_id)
             if _steady(job):
                 return job
             if job.get("state") in TERMINAL or time.monotonic() > deadline:
