@@ -48,6 +48,24 @@ POLICIES_BY_LEVEL: dict[str, dict[str, str]] = {
 }
 
 
+#: Named OM variants used by the benchmarks: name -> (registered policy, parameters). In a manifest the same
+#: is written as the policy plus ``params``.
+OM_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
+    # model-based whose per-replica bound is also closed by the capacity measured from utilisation
+    "model-based-capacity": ("model-based", {"capacity_bound": True}),
+}
+
+
+def resolve_om(name: str) -> tuple[type, dict[str, Any]]:
+    """The class and parameters of an OM policy or named variant (``OM_VARIANTS``); ValueError if unknown."""
+    base, params = OM_VARIANTS.get(name, (name, {}))
+    try:
+        return load("om", base), dict(params)
+    except ValueError:
+        known = sorted([*OM_POLICIES, *OM_VARIANTS])
+        raise ValueError(f"unknown om policy {name!r}: choose one of {', '.join(known)}") from None
+
+
 def load(level: str, name: str) -> type:
     """The class implementing policy ``name`` at ``level`` ("om", "am", "rm", "im")."""
     table = POLICIES_BY_LEVEL.get(level)

@@ -119,8 +119,10 @@ def _policy(name: str, cfg: BenchConfig, service_s: float | None):
     if service_s:
         kwargs["model"] = QueueModel(service_s, service_s * service_s / 2.0)
     spec = OperatorSpec(**kwargs)
-    params = {"period_s": cfg.period_s, "scale_down_delay_s": 2 * cfg.period_s} if name == "ds2" else None
-    return registry.load("om", name)(spec, params)
+    cls, params = registry.resolve_om(name)
+    if name == "ds2":
+        params = {"period_s": cfg.period_s, "scale_down_delay_s": 2 * cfg.period_s}
+    return cls(spec, params or None)
 
 
 def _observation(m, replicas: int, bound_s: float):

@@ -20,7 +20,9 @@ started in the period:
   (falling back to the count the agent last reported), under the profile's node-type name.
 
 A period without samples, or whose samples cover less than ``MIN_COVERAGE`` of it, is ``complete=False`` with
-the reason; an operator with no executor is incomplete ("operator has no running replica"). Never zeros.
+the reason; an operator with no executor is incomplete ("operator has no running replica"), and so is a period
+holding the query's first micro-batch (batchId 0: its duration is the query's start-up, not load; taken as load
+it would teach a policy that one executor violates at almost no input). Never zeros.
 Path response time (s) = the largest end-to-end mean among the controlled operators of the path (records are
 stamped at creation, so the most downstream sink sees the whole path).
 """
@@ -139,6 +141,7 @@ class SparkMonitor(Monitor):
             )
             .order_by("timestamp")
             .values(
+                "batch_id",
                 "timestamp",
                 "num_input_rows",
                 "batch_duration_ms",
@@ -170,6 +173,13 @@ class SparkMonitor(Monitor):
                 deployment,
                 complete=False,
                 reason=f"operator has no running replica (executors via {source})",
+            ), None
+        if any(s["batch_id"] == 0 for s in samples):
+            return OperatorMetrics(
+                name,
+                deployment,
+                complete=False,
+                reason="query starting: the period holds its first micro-batch (start-up time, not load)",
             ), None
         rows = sum(s["num_input_rows"] for s in samples)
         durations = [(s["batch_duration_ms"] or 0.0) / 1000.0 for s in samples]

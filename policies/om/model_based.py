@@ -14,7 +14,8 @@ What it learns and what it knows
     operator violates iff the per-replica rate exceeds a bound ``theta_s`` of its slowest speed ``s``. Each
     observation brackets it: a violation at per-replica rate ``x`` gives ``theta_s < x`` (and the same for every
     slower speed), none gives ``theta_s >= x`` (and for every faster speed). The estimate is the middle of the
-    bracket, infinite (optimistic: the policy tries it) until a violation bounds it. ``v[c, l]`` is then the
+    bracket, infinite (optimistic: the policy tries it) until a violation bounds it -- or, with
+    ``capacity_bound``, until a measured utilisation does (below). ``v[c, l]`` is then the
     probability that a rate of level ``l`` exceeds ``n_c theta_s``, under the distribution of the rates observed
     in that level (histogram, 16 bins per level). One violation teaches every replica count at once: a few
     dozen violations over a whole trace.
@@ -23,6 +24,17 @@ What it learns and what it knows
     queueing structure and tolerates noisy measurements; it learns more slowly.
 
   Optimism is the only exploration (no epsilon-greedy, as in paper 004).
+- ``capacity_bound`` (off by default: the papers' simulator experiments learn from violations only): a sustained
+  per-replica rate above the replica's capacity builds an unbounded queue, so ``theta_s <= capacity``, and the
+  measured utilisation ``u`` (busy fraction) at per-replica rate ``x`` (tuples/s) estimates the capacity before
+  any violation. Two estimates, the larger wins (see :func:`capacity_estimates`): ``x / u`` (largest seen with
+  ``u >= CAPACITY_MIN_UTILISATION``; an underestimate when the engine has a fixed per-batch overhead, as Spark's
+  micro-batches do) and, once the observed rates spread enough, the rate at which the least-squares line
+  ``u = a + b x`` reaches 1, which separates the overhead ``a`` from the per-tuple cost ``b``. The estimate closes
+  the bracket from above: the policy starts near half the estimated capacity and moves up as periods without
+  violation raise ``lo``, instead of scaling in until the first violation -- on real engines a violation leaves
+  a backlog that takes several periods to drain. An estimate that a period without violation contradicts
+  (``lo >= capacity``) is ignored; violations bound ``theta`` as before.
 - The known costs exactly: resource cost ``w_res price(k) / C_max`` and reconfiguration ``w_rcf 1[a != 0]``.
 - Value iteration over the learned model: a full sweep (backup of every state, Alg. 1) every ``sweep_every``
   steps and at each of the first ``warmup_steps`` steps; in between, every step, an asynchronous backup of the
@@ -91,6 +103,10 @@ VIOLATION_MODEL = (
 #                           when the classes are (replicas, slowest type), i.e. round robin + worst replica
 HIST_BINS_PER_LEVEL = 16  # resolution of the learned rate distribution inside each level
 TOP_SPAN_LEVELS = 32  # the top level's histogram covers this many level widths above its lower edge
+CAPACITY_BOUND = False  # bound theta by the capacity measured from utilisation (see the module doc)
+CAPACITY_MIN_UTILISATION = 0.3  # utilisation below which x / u is too uncertain to bound theta
+CAPACITY_FIT_MIN_PERIODS = 3  # periods before the line u = a + b x is trusted
+CAPACITY_FIT_MIN_SPREAD = 0.2  # ... and their rates x spread by this fraction of the mean (std / mean)
 
 
 def choose_max_types(spec: OperatorSpec, max_mixed_types: int) -> int | None:
@@ -115,6 +131,7 @@ class ModelBased(Policy):
         "reconfigure_sweeps": RECONFIGURE_SWEEPS,
         "violation_model": VIOLATION_MODEL,
         "local_radius": LOCAL_RADIUS,
+        "capacity_bound": CAPACITY_BOUND,
     }
 
     @classmethod
@@ -126,6 +143,8 @@ class ModelBased(Policy):
             raise ValueError(
                 f"params.violation_model: must be auto, threshold or counts, got {params['violation_model']!r}"
             )
+        if not isinstance(params["capacity_bound"], bool):
+            raise ValueError(f"params.capacity_bound: must be true or false, got {params['capacity_bound']!r}")
         if params["sweeps_per_update"] < 1:
             raise ValueError(f"params.sweeps_per_update: must be >= 1, got {params['sweeps_per_update']}")
 
@@ -149,6 +168,8 @@ class ModelBased(Policy):
         n_speeds = self.space.grid_shape[1]
         self.thr_lo = np.zeros(n_speeds)  # largest per-replica rate (tuples/s) seen without violation
         self.thr_hi = np.full(n_speeds, np.inf)  # smallest per-replica rate seen with a violation
+        # per speed rank: periods, sum x, sum u, sum x^2, sum x u, max x / u (capacity_bound; x in tuples/s)
+        self.cap_stats = np.zeros((n_speeds, 6))
         self.rate_hist = np.zeros(HIST_BINS_PER_LEVEL * (n_levels - 1 + TOP_SPAN_LEVELS))
         self.future = np.zeros((self.space.size, n_levels))  # min_a [rcf + gamma E V(next)], per (d, l)
         self.sweeps_done = 0
@@ -173,12 +194,19 @@ class ModelBased(Policy):
     def _threshold_model(self) -> None:
         """v_hat[c, l] = P(rate > n_c theta_s | level l) with the learned per-replica bound theta of the class's
         slowest speed and the learned distribution of the rates inside each level."""
-        theta = per_replica_bounds(self.thr_lo, self.thr_hi)
+        theta = per_replica_bounds(self.thr_lo, self._upper_bounds())
         thresholds = self.space.class_n * theta[self._class_rank]
         new = level_exceedance(thresholds, self.rate_hist, self.spec.rate_levels)
         if not np.array_equal(new, self.v_hat):
             self.v_hat = new
             self._cost = None
+
+    def _upper_bounds(self) -> np.ndarray:
+        """Upper ends of the theta brackets: violations, and measured capacities that no period without
+        violation contradicts."""
+        capacity = capacity_estimates(self.cap_stats)
+        cap = np.where(capacity > self.thr_lo, capacity, np.inf)
+        return np.minimum(self.thr_hi, cap)
 
     def _project(self) -> None:
         """v_hat = smallest monotone majorant of the observed violation frequencies (0 where nothing forces)."""
@@ -238,6 +266,12 @@ class ModelBased(Policy):
             elif not violated and x > self.thr_lo[rank]:
                 self.thr_lo[rank] = x
                 self._threshold_model()
+            u = obs.utilisation if obs is not None else None
+            if self.params["capacity_bound"] and u is not None and u >= CAPACITY_MIN_UTILISATION and x > 0.0:
+                st = self.cap_stats[rank]
+                st[:5] += (1.0, x, u, x * x, x * u)
+                st[5] = max(st[5], x / u)
+                self._threshold_model()
         elif d >= 0:
             c = self.space.cls[d]
             old_freq = self.violations[c, l_now] / self.visits[c, l_now] if self.visits[c, l_now] else -1.0
@@ -291,7 +325,7 @@ class ModelBased(Policy):
             self.visits[:] = 0.0
             self.violations[:] = 0.0
             self.thr_lo[:] = 0.0
-            self.thr_hi[:] = np.inf
+            self.thr_hi[:] = np.inf  # cap_stats stay: a replica's capacity does not depend on the bound
             self._project()
             if self.threshold_mode:
                 self._threshold_model()
@@ -309,6 +343,7 @@ class ModelBased(Policy):
             "v_hat": self.v_hat,
             "thr_lo": self.thr_lo,
             "thr_hi": self.thr_hi,
+            "cap_stats": self.cap_stats,
             "rate_hist": self.rate_hist,
             "future": self.future,
             "p_hat": self.p_hat,
@@ -335,6 +370,8 @@ class ModelBased(Policy):
         self.v_hat = arrays["v_hat"].copy()
         self.thr_lo = arrays["thr_lo"].copy()
         self.thr_hi = arrays["thr_hi"].copy()
+        # states saved before capacity_bound existed carry no capacity statistics
+        self.cap_stats = arrays["cap_stats"].copy() if "cap_stats" in arrays else np.zeros((len(self.thr_hi), 6))
         self.rate_hist = arrays["rate_hist"].copy()
         self.future = arrays["future"].copy()
         self.sweeps_done = int(meta["sweeps_done"])
@@ -375,6 +412,26 @@ def per_replica_bounds(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore"):
         mid = 0.5 * (lo_eff + hi_eff)
     return np.where(np.isinf(hi_eff), np.inf, np.where(lo_eff >= hi_eff, hi_eff, mid))
+
+
+def capacity_estimates(cap_stats: np.ndarray) -> np.ndarray:
+    """Per-replica capacity (tuples/s) of each speed rank from utilisation measurements; ``inf`` without any.
+
+    ``cap_stats`` rows: periods, sum x, sum u, sum x^2, sum x u, max x / u (x: per-replica rate in tuples/s, u:
+    busy fraction). The estimate is the larger of ``max x / u`` and, when at least ``CAPACITY_FIT_MIN_PERIODS``
+    periods spread by ``CAPACITY_FIT_MIN_SPREAD`` and the slope is positive, ``(1 - a) / b`` of the
+    least-squares line ``u = a + b x``.
+    """
+    n, sx, su, sxx, sxu, ratio = (cap_stats[:, i] for i in range(6))
+    out = np.where(n > 0, ratio, np.inf)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_x = sx / n
+        var_x = sxx / n - mean_x * mean_x
+        b = (sxu / n - mean_x * su / n) / var_x
+        a = su / n - b * mean_x
+        fit = (1.0 - a) / b
+        usable = (n >= CAPACITY_FIT_MIN_PERIODS) & (var_x > (CAPACITY_FIT_MIN_SPREAD * mean_x) ** 2) & (b > 0.0)
+    return np.where(usable & (fit > out), fit, out)
 
 
 def level_exceedance(thresholds: np.ndarray, rate_hist: np.ndarray, levels: Any) -> np.ndarray:

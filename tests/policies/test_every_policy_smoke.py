@@ -55,3 +55,15 @@ def test_step_explains_and_state_round_trips(name):
         assert a.action == b.action
         k = a.deployment
     assert policy.state_bytes() == twin.state_bytes()
+
+
+def test_named_variants_resolve_to_a_registered_policy_with_valid_parameters() -> None:
+    from policies.registry import OM_VARIANTS, resolve_om
+
+    for name, (base, params) in OM_VARIANTS.items():
+        cls, resolved = resolve_om(name)
+        assert cls.name == base and resolved == params
+        cls.validate_params(resolved)  # the variant's parameters are accepted by the policy
+    assert resolve_om("model-based") == (resolve_om("model-based-capacity")[0], {})
+    with pytest.raises(ValueError, match="unknown om policy 'model-based-capacityy'.*model-based-capacity"):
+        resolve_om("model-based-capacityy")

@@ -5,10 +5,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from policies.base import Observation
+from policies.base import Observation, apply_action
 from policies.model import CostWeights, OperatorSpec, RateLevels, infrastructure
 from policies.om import mdp
-from policies.om.model_based import ModelBased, level_exceedance, monotone_majorant, per_replica_bounds
+from policies.om.model_based import (
+    CAPACITY_FIT_MIN_PERIODS,
+    ModelBased,
+    capacity_estimates,
+    level_exceedance,
+    monotone_majorant,
+    per_replica_bounds,
+)
 from policies.sim.operator import run_operator
 from policies.sim.scenario import paper_spec
 from policies.sim.trace import load_trace
@@ -313,3 +320,85 @@ def test_a_violation_without_throughput_does_not_bound_the_per_replica_rate() ->
     assert np.isinf(policy.thr_hi).all()  # not bounded by the zero-throughput period
     policy.step(Observation(k1, 120.0, violated=True))
     assert policy.thr_hi[0] == 120.0 and policy.thr_lo[0] == 60.0
+
+
+# ---- capacity bound (utilisation) -------------------------------------------------------------------------------
+
+
+def _steps(policy: ModelBased, observations: list[tuple[int, float, bool, float | None]]) -> None:
+    for replicas, rate, violated, util in observations:
+        policy.step(Observation(np.array([replicas]), rate, violated=violated, utilisation=util))
+
+
+def test_capacity_bound_closes_the_bracket_before_any_violation() -> None:
+    """2 replicas at 60 tuples/s, 60 % busy: a replica handles at most 30 / 0.6 = 50 tuples/s, so theta <= 50 and
+    the estimate is the middle of [30, 50] -- without a single violation. The paper's learner stays optimistic."""
+    seen = [(2, 60.0, False, 0.6)] * 3
+    bounded = ModelBased(one_type_spec(10, 30), {"capacity_bound": True})
+    _steps(bounded, seen)
+    assert np.isinf(bounded.thr_hi).all()
+    assert capacity_estimates(bounded.cap_stats)[0] == pytest.approx(50.0)
+    assert per_replica_bounds(bounded.thr_lo, bounded._upper_bounds())[0] == pytest.approx(40.0)
+    optimistic = ModelBased(one_type_spec(10, 30))
+    _steps(optimistic, seen)
+    assert not optimistic.cap_stats.any()
+    assert np.isinf(per_replica_bounds(optimistic.thr_lo, optimistic._upper_bounds())).all()
+    # deciding (without learning from it) for 2 replicas at 110 tuples/s, 55 each, above the measured capacity:
+    # only the bounded policy adds a replica
+    k2 = np.array([2])
+    assert apply_action(k2, bounded._decide(k2, 110.0, None, False)[0]).sum() == 3
+    assert apply_action(k2, optimistic._decide(k2, 110.0, None, False)[0]).sum() <= 2
+
+
+def test_capacity_bound_keeps_the_largest_reliable_ratio_and_yields_to_contradicting_periods() -> None:
+    policy = ModelBased(one_type_spec(10, 30), {"capacity_bound": True})
+    _steps(policy, [(1, 20.0, False, 0.5)])  # 40 tuples/s
+    _steps(policy, [(1, 9.0, False, 0.2)])  # below the reliable utilisation: ignored
+    _steps(policy, [(1, 30.0, False, 0.5)])  # 60 tuples/s: the larger (less pessimistic) estimate wins
+    assert capacity_estimates(policy.cap_stats)[0] == pytest.approx(60.0)
+    # a period without violation at 70 tuples/s per replica contradicts theta <= 60: the estimate is ignored
+    _steps(policy, [(1, 70.0, False, None)])
+    assert np.isinf(policy._upper_bounds()).all()
+    # a violation still bounds theta as in the paper
+    _steps(policy, [(1, 90.0, True, None)])
+    assert policy._upper_bounds()[0] == 90.0
+
+
+def test_capacity_fit_separates_a_fixed_overhead_from_the_per_tuple_cost() -> None:
+    """u = 0.4 + x / 100 (a micro-batch engine: 40 % of the interval is overhead, 10 ms per tuple): x / u
+    reads 25-45 tuples/s, the line reaches u = 1 at 60 tuples/s, the true capacity."""
+    xs = np.array([5.0, 10.0, 20.0, 30.0, 45.0])
+    stats = np.zeros((1, 6))
+    for i, x in enumerate(xs):
+        u = 0.4 + x / 100.0
+        stats[0, :5] += (1.0, x, u, x * x, x * u)
+        stats[0, 5] = max(stats[0, 5], x / u)
+        if i + 1 < CAPACITY_FIT_MIN_PERIODS:  # too few periods: the conservative ratio
+            assert capacity_estimates(stats)[0] == pytest.approx(stats[0, 5])
+    assert capacity_estimates(stats)[0] == pytest.approx(60.0)
+    flat = np.zeros((1, 6))
+    for _ in range(5):  # the same rate every period: no spread, no fit
+        flat[0, :5] += (1.0, 20.0, 0.6, 400.0, 12.0)
+        flat[0, 5] = 20.0 / 0.6
+    assert capacity_estimates(flat)[0] == pytest.approx(20.0 / 0.6)
+    assert np.isinf(capacity_estimates(np.zeros((2, 6)))).all()
+
+
+def test_capacity_estimate_is_durable_and_old_states_load_without_it() -> None:
+    spec = one_type_spec(10, 30)
+    policy = ModelBased(spec, {"capacity_bound": True})
+    _steps(policy, [(2, 60.0, False, 0.6), (2, 80.0, False, 0.8), (2, 70.0, False, 0.7)])  # the first only starts
+    restored = ModelBased(spec, {"capacity_bound": True})
+    restored.load_state(policy.state_bytes())
+    assert policy.cap_stats[0, 0] == 2
+    np.testing.assert_array_equal(restored.cap_stats, policy.cap_stats)
+    meta, arrays = policy._get_state()
+    del arrays["cap_stats"]
+    older = ModelBased(spec, {"capacity_bound": True})
+    older._set_state(meta, arrays)
+    assert not older.cap_stats.any()
+
+
+def test_capacity_bound_must_be_a_boolean() -> None:
+    with pytest.raises(ValueError, match="params.capacity_bound"):
+        ModelBased(one_type_spec(10, 30), {"capacity_bound": "yes"})

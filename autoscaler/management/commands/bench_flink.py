@@ -15,7 +15,15 @@ from django.core.management.base import BaseCommand, CommandError
 from connectors.flink.bench import BenchConfig, run_benchmark
 from policies.paths import taxi_trace
 
-RUNS = ("static-peak", "static-mean", "ds2", "model-based", "model-based-pretrained")
+RUNS = (
+    "static-peak",
+    "static-mean",
+    "ds2",
+    "model-based",
+    "model-based-pretrained",
+    "model-based-capacity",
+    "model-based-capacity-pretrained",
+)
 
 
 class Command(BaseCommand):

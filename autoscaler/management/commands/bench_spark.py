@@ -95,7 +95,7 @@ class Command(BaseCommand):
         policies = [p for p in opts["policies"].split(",") if p]
         for p in policies:
             try:
-                registry.load("om", p.removesuffix("-pretrained"))
+                registry.resolve_om(p.removesuffix("-pretrained"))
             except ValueError as exc:
                 raise CommandError(f"--policies: {exc}") from exc
         trace_start = opts["trace_start"]

@@ -97,14 +97,18 @@ def _batch_seconds(p: dict[str, Any]) -> float:
     return float(p.get("batchDuration") or p.get("durationMs", {}).get("triggerExecution", 0)) / 1000.0
 
 
-def period_stats(prog: list[dict], lat: list[dict], executors: int, period_s: float, interval_s: float):
+def period_stats(
+    prog: list[dict], lat: list[dict], executors: int, period_s: float, interval_s: float
+) -> PeriodStats:
+    """One period's statistics from the agent's progress and latency reports (``PeriodStats``)."""
     rows = sum(int(p.get("numInputRows", 0)) for p in prog)
     busy = sum(_batch_seconds(p) for p in prog)
     n = sum(int(x.get("n", 0)) for x in lat)
     mean = sum(x["mean_s"] * x["n"] for x in lat) / n if n else None
     p95 = max((x["p95_s"] for x in lat if x.get("n")), default=None)
     ratio = (busy / len(prog) / interval_s) if prog else 0.0
-    return PeriodStats(rows / period_s, rows / period_s, ratio, busy / period_s, mean, p95, executors)
+    startup = any(p.get("batchId") == 0 for p in prog)
+    return PeriodStats(rows / period_s, rows / period_s, ratio, busy / period_s, mean, p95, executors, startup)
 
 
 def _stage_cmd(cfg: BenchConfig, strategy: Strategy, stub: IngestStub, workdir: Path, t0: float) -> list[str]:
@@ -192,7 +196,7 @@ def run_strategy(cfg: BenchConfig, strategy: Strategy, log=print) -> RunResult: 
             log(
                 f"  {strategy.name}: rate {stats.input_rate:6.1f}/s, batch/interval {stats.batch_ratio:4.2f}, "
                 f"R {stats.latency_mean_s if stats.latency_mean_s is not None else float('nan'):5.1f} s, "
-                f"executors {executors} -> {want if want is not None else '-'}"
+                f"executors {executors} -> {want if want is not None else '-'}{' (start-up)' if stats.startup else ''}"
             )
             if want is not None and want != executors and not strategy.dynamic:
                 stub.set_desired(want, PROFILE)

@@ -21,6 +21,10 @@ class PeriodStats:
     latency_mean_s: float | None
     latency_p95_s: float | None
     executors: int
+    #: the period holds the query's first micro-batch (batchId 0), which includes the query's start-up (Python
+    #: workers, executors registering; with dynamic allocation, the executors themselves): the OM policies
+    #: neither learn from it nor scale on it, as the Spark monitor reports it incomplete
+    startup: bool = False
 
 
 class Strategy:
@@ -108,12 +112,13 @@ class OMPolicy(Strategy):
             model=QueueModel(service_s, service_s * service_s / 2.0),
             rate_levels=RateLevels(30, max_rate),
         )
-        self.policy: Any = registry.load("om", policy)(spec, None, 0)
+        cls, params = registry.resolve_om(policy)
+        self.policy: Any = cls(spec, params or None, 0)
 
     def decide(self, stats: PeriodStats) -> int | None:
         from policies.base import Observation
 
-        if stats.latency_mean_s is None:  # no batch finished in the period: incomplete, keep the deployment
+        if stats.latency_mean_s is None or stats.startup:  # incomplete (see PeriodStats): keep the deployment
             return stats.executors
         obs = Observation(
             deployment=np.array([stats.executors]),
@@ -129,5 +134,5 @@ class OMPolicy(Strategy):
         on the proposals; returns how many periods were replayed."""
         fields = PeriodStats.__dataclass_fields__
         for row in series:
-            self.decide(PeriodStats(**{k: row[k] for k in fields}))
+            self.decide(PeriodStats(**{k: row[k] for k in fields if k in row}))
         return len(series)

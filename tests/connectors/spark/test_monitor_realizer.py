@@ -97,6 +97,17 @@ def test_missing_and_partial_periods_are_incomplete_never_zero(app):
     assert not m.complete and "no running replica" in m.reason
 
 
+def test_the_period_of_the_querys_first_micro_batch_is_incomplete(app):
+    op = app.operators.get(name="counter")
+    first = {**progress(T0 + 1, 2, 9000, e2e=(20.0, 20.0)), "batchId": 0}  # start-up: 9 s for 2 records
+    ship(op, [first] + [progress(T0 + 1 + i, 100, 400, e2e=(0.5, 0.9)) for i in range(1, 9)])
+    monitor = build_connector(app).monitor
+    m = monitor.collect(Period(0, T0, T0 + 10))
+    assert not m.complete and "first micro-batch" in m.reason
+    ship(op, [progress(T0 + 10 + i, 100, 400, e2e=(0.5, 0.9)) for i in range(10)])
+    assert monitor.collect(Period(1, T0 + 10, T0 + 20)).complete
+
+
 def test_a_mixed_target_is_realised_on_the_majority_type():
     from connectors.spark.realizer import SparkRealizer
 

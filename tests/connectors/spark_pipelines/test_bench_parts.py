@@ -7,6 +7,7 @@ import json
 import urllib.request
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from connectors.spark.bench.ingest_stub import IngestStub
@@ -124,3 +125,20 @@ def test_simulator_prediction_fits_the_runs_service_times_and_replays_its_execut
     viol, _ = simulator_prediction(series, lambda s: 60.0, 0.0, interval_s=2.0, r_max_s=10.0)
     assert viol == pytest.approx(100.0 / 3)
     assert simulator_prediction(series[:1], lambda s: 25.0, 0.0, 2.0, 10.0) is None  # one period: no fit
+
+
+def test_the_start_up_period_is_marked_and_neither_teaches_nor_moves_a_policy():
+    """A query's first micro-batch includes its start-up (seen: 23 s for 1 record under dynamic allocation):
+    taken as load, it would teach "one replica violates at 0.1 records/s" and pin the policy at K_max."""
+    prog = [{"batchId": 0, "numInputRows": 2, "batchDuration": 23000}]
+    lat = [{"mean_s": 25.0, "p95_s": 25.0, "n": 2}]
+    first = period_stats(prog, lat, 2, 15.0, 5.0)
+    assert first.startup
+    later = period_stats([{**prog[0], "batchId": 1}], lat, 2, 15.0, 5.0)
+    assert not later.startup
+    policy = OMPolicy("model-based-capacity", k_max=6, r_max_s=15.0, service_s=0.02, max_rate=200.0)
+    assert policy.decide(first) == 2
+    assert np.isinf(policy.policy.thr_hi).all() and not policy.policy.cap_stats.any()
+    policy.decide(later)
+    policy.decide(later)  # learned from (the first step only starts the policy)
+    assert np.isfinite(policy.policy.thr_hi).all()
