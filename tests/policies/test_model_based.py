@@ -402,3 +402,18 @@ def test_capacity_estimate_is_durable_and_old_states_load_without_it() -> None:
 def test_capacity_bound_must_be_a_boolean() -> None:
     with pytest.raises(ValueError, match="params.capacity_bound"):
         ModelBased(one_type_spec(10, 30), {"capacity_bound": "yes"})
+
+
+def test_with_capacity_bound_an_overloaded_period_without_violation_does_not_raise_lo() -> None:
+    """One executor 118 % busy at 49 tuples/s, R still under the bound (Spark: the backlog shows periods later):
+    not evidence that 49 tuples/s per replica is sustainable, so it neither raises lo nor voids the capacity
+    estimate. The paper's learner (no capacity bound) takes it at face value."""
+    seen = [(1, 17.7, False, 0.59), (1, 23.3, False, 0.66), (1, 29.5, False, 0.77), (1, 49.3, False, 1.18)]
+    bounded = ModelBased(one_type_spec(10, 30), {"capacity_bound": True})
+    _steps(bounded, [(1, 10.0, False, 0.8)] + seen)
+    assert bounded.thr_lo[0] == pytest.approx(29.5)
+    theta = per_replica_bounds(bounded.thr_lo, bounded._upper_bounds())[0]
+    assert 29.5 < theta < 49.3
+    plain = ModelBased(one_type_spec(10, 30))
+    _steps(plain, [(1, 10.0, False, 0.8)] + seen)
+    assert plain.thr_lo[0] == pytest.approx(49.3)
