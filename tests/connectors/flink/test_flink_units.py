@@ -305,3 +305,13 @@ def test_restart_span_ignores_a_restart_before_the_request():
     assert _restart_span_s({"timestamps": {"RESTARTING": 1000.0, "RUNNING": 3000.0}}, since_ms=2000.0) == 0.0
     assert _restart_span_s({"timestamps": {"RESTARTING": 2500.0, "RUNNING": 4000.0}}, since_ms=2000.0) == 1.5
     assert _restart_span_s({}, since_ms=0.0) == 0.0
+
+
+def test_bench_policies_resolve_named_variants_and_ds2_keeps_its_period_parameters():
+    from connectors.flink.bench import BenchConfig, _policy
+
+    cfg = BenchConfig(trace="unused")
+    assert _policy("model-based-capacity", cfg, None).params["capacity_bound"] is True
+    assert _policy("model-based", cfg, None).params["capacity_bound"] is False
+    ds2 = _policy("ds2", cfg, None)
+    assert ds2.params["scale_down_delay_s"] == 2 * cfg.period_s
