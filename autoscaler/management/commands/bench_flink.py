@@ -24,13 +24,16 @@ RUNS = (
     "model-based-capacity",
     "model-based-capacity-pretrained",
 )
+DEFAULT_RUNS = ("static-peak", "static-mean", "ds2", "model-based", "model-based-capacity", "model-based-pretrained")
 
 
 class Command(BaseCommand):
     help = "Benchmark OM policies on a real local Flink cluster (WordCount, compressed Taxi trace)."
 
     def add_arguments(self, parser):
-        parser.add_argument("--runs", default=",".join(RUNS), help=f"comma-separated, from {', '.join(RUNS)}")
+        parser.add_argument(
+            "--runs", default=",".join(DEFAULT_RUNS), help=f"comma-separated, from {', '.join(RUNS)}"
+        )
         parser.add_argument("--duration-s", type=float, default=150.0, help="replay length per run (s)")
         parser.add_argument("--period-s", type=float, default=20.0, help="control period (s)")
         parser.add_argument("--trace-start", type=int, default=480, help="first Taxi trace line (minute)")
