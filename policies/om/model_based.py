@@ -259,16 +259,13 @@ class ModelBased(Policy):
             else:
                 rank, n = int(self.space.rank_of_type[k_now > 0].min()), int(k_now.sum())
             x = rate_now / n
-            # a violation in a period without throughput (x = 0: a stalled or mis-measured period) says nothing
-            # about the per-replica bound; taken as a bound it would read "every deployment violates" forever
-            if violated and 0.0 < x < self.thr_hi[rank]:
-                self.thr_hi[rank] = x
-                self._threshold_model()
             u = obs.utilisation if obs is not None else None
             # with capacity_bound, a period busy all the time (u >= 1) is not evidence that x is sustainable: its
             # queue is growing, and on a real engine the violation shows periods later (seen on Spark: 49
             # tuples/s on one executor 118 % busy, R 9 s, then 16-25 s)
             overloaded = self.params["capacity_bound"] and u is not None and u >= 1.0
+            # a violation in a period without throughput (x = 0: a stalled or mis-measured period) says nothing
+            # about the per-replica bound; taken as a bound it would read "every deployment violates" forever
             if violated and 0.0 < x < self.thr_hi[rank]:
                 self.thr_hi[rank] = x
                 self._threshold_model()
