@@ -21,7 +21,8 @@ started in the period:
 
 A period without samples, or whose samples cover less than ``MIN_COVERAGE`` of it, is ``complete=False`` with
 the reason; an operator with no executor is incomplete ("operator has no running replica"), and so is a period
-holding the query's first micro-batch (batchId 0: its duration is the query's start-up, not load; taken as load
+holding the first micro-batch of a query run (a start, or a restart from the checkpoint after a profile change:
+no earlier batch of the same run id is stored; its duration is the query's start-up, not load, and taken as load
 it would teach a policy that one executor violates at almost no input). Never zeros.
 Path response time (s) = the largest end-to-end mean among the controlled operators of the path (records are
 stamped at creation, so the most downstream sink sees the whole path).
@@ -132,6 +133,7 @@ class SparkMonitor(Monitor):
         return PeriodMetrics(period, ops, path_rt, complete=not incomplete, reason="; ".join(incomplete))
 
     def _operator(self, name: str, binding: Binding, period: Period) -> tuple[OperatorMetrics, float | None]:
+        """One operator's observation for the period, and its sink's end-to-end mean (s) when reported."""
         from autoscaler.ingest.models import LatencySample, ProgressSample
 
         deployment, source = running_deployment(binding)
@@ -141,6 +143,7 @@ class SparkMonitor(Monitor):
             )
             .order_by("timestamp")
             .values(
+                "run_id",
                 "batch_id",
                 "timestamp",
                 "num_input_rows",
@@ -174,7 +177,7 @@ class SparkMonitor(Monitor):
                 complete=False,
                 reason=f"operator has no running replica (executors via {source})",
             ), None
-        if any(s["batch_id"] == 0 for s in samples):
+        if _holds_a_first_batch(binding.operator, samples):
             return OperatorMetrics(
                 name,
                 deployment,
@@ -228,3 +231,18 @@ class SparkMonitor(Monitor):
             ),
             e2e,
         )
+
+
+def _holds_a_first_batch(operator: Any, samples: list[dict[str, Any]]) -> bool:
+    """Whether the period's ``samples`` hold the first micro-batch of a query run: no stored batch of the same run
+    id is older. Batch ids continue across a restart from the checkpoint while the run id changes; the batch just
+    before one of the period is seconds old, well within the samples' retention. One indexed query per run."""
+    from autoscaler.ingest.models import ProgressSample
+
+    first: dict[str, int] = {}
+    for s in samples:
+        first[s["run_id"]] = min(first.get(s["run_id"], s["batch_id"]), s["batch_id"])
+    return any(
+        not ProgressSample.objects.filter(operator=operator, run_id=run, batch_id__lt=batch).exists()
+        for run, batch in first.items()
+    )

@@ -266,16 +266,19 @@ class ModelBased(Policy):
             overloaded = self.params["capacity_bound"] and u is not None and u >= 1.0
             # a violation in a period without throughput (x = 0: a stalled or mis-measured period) says nothing
             # about the per-replica bound; taken as a bound it would read "every deployment violates" forever
+            changed = False
             if violated and 0.0 < x < self.thr_hi[rank]:
                 self.thr_hi[rank] = x
-                self._threshold_model()
+                changed = True
             elif not violated and not overloaded and x > self.thr_lo[rank]:
                 self.thr_lo[rank] = x
-                self._threshold_model()
+                changed = True
             if self.params["capacity_bound"] and u is not None and u >= CAPACITY_MIN_UTILISATION and x > 0.0:
                 st = self.cap_stats[rank]
                 st[:5] += (1.0, x, u, x * x, x * u)
                 st[5] = max(st[5], x / u)
+                changed = True
+            if changed:
                 self._threshold_model()
         elif d >= 0:
             c = self.space.cls[d]

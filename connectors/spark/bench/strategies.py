@@ -134,5 +134,5 @@ class OMPolicy(Strategy):
         on the proposals; returns how many periods were replayed."""
         fields = PeriodStats.__dataclass_fields__
         for row in series:
-            self.decide(PeriodStats(**{k: row[k] for k in fields if k in row}))
+            self.decide(PeriodStats(**{k: row[k] for k in fields}))
         return len(series)

@@ -16,8 +16,9 @@ pytestmark = pytest.mark.django_db
 T0 = 1_800_000_000.0  # period start (s since the epoch)
 
 
-def progress(t: float, rows: int, duration_ms: float, e2e=None, backlog=None) -> dict:
+def progress(t: float, rows: int, duration_ms: float, e2e=None, backlog=None, run: str = "") -> dict:
     item = {
+        "runId": run,
         "batchId": int(t),
         "timestamp": dt.datetime.fromtimestamp(t, tz=dt.UTC).isoformat(),
         "numInputRows": rows,
@@ -43,7 +44,10 @@ def ship(op, items, executors=2, ui=""):
 
 @pytest.fixture
 def app(django_user_model, make_app):
+    """An application whose counter query has been running for a minute (its start-up batch is older than
+    every period the tests observe)."""
     app, _ = make_app(django_user_model.objects.create_user("alice"))
+    ship(app.operators.get(name="counter"), [{**progress(T0 - 60, 1, 9000), "batchId": 0}])
     return app
 
 
@@ -97,14 +101,15 @@ def test_missing_and_partial_periods_are_incomplete_never_zero(app):
     assert not m.complete and "no running replica" in m.reason
 
 
-def test_the_period_of_the_querys_first_micro_batch_is_incomplete(app):
+def test_the_period_of_a_query_runs_first_micro_batch_is_incomplete(app):
     op = app.operators.get(name="counter")
-    first = {**progress(T0 + 1, 2, 9000, e2e=(20.0, 20.0)), "batchId": 0}  # start-up: 9 s for 2 records
-    ship(op, [first] + [progress(T0 + 1 + i, 100, 400, e2e=(0.5, 0.9)) for i in range(1, 9)])
+    # the query restarts from its checkpoint (a new run id, batch ids continue): 9 s for 2 records
+    restarted = progress(T0 + 1, 2, 9000, e2e=(20.0, 20.0), run="run-2")
+    ship(op, [restarted] + [progress(T0 + 1 + i, 100, 400, e2e=(0.5, 0.9), run="run-2") for i in range(1, 9)])
     monitor = build_connector(app).monitor
     m = monitor.collect(Period(0, T0, T0 + 10))
     assert not m.complete and "first micro-batch" in m.reason
-    ship(op, [progress(T0 + 10 + i, 100, 400, e2e=(0.5, 0.9)) for i in range(10)])
+    ship(op, [progress(T0 + 10 + i, 100, 400, e2e=(0.5, 0.9), run="run-2") for i in range(10)])
     assert monitor.collect(Period(1, T0 + 10, T0 + 20)).complete
 
 
