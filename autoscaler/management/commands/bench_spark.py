@@ -5,7 +5,8 @@ capacity on a small machine) runs on a Spark standalone cluster started on 127.0
 slice ``--trace-start`` .. ``+ --minutes x --compress`` trace minutes (compressed ``--compress`` times, rates x
 ``--rate-scale``), once per strategy: static peak and static mean provisioning (nominal capacity 1000 /
 ``--wait-ms`` records/s per executor), Spark's dynamic allocation (shuffle tracking), Spark Streaming's allocator
-rule (batch time / interval: up at 0.9, down at 0.3), DS2 and the project's OM policies (``--policies``). The
+rule (batch time / interval: up at 0.9, down at 0.3), DS2, a clairvoyant reference that reads the future rates off
+the trace (how little any strategy can use) and the project's OM policies (``--policies``). The
 agent ships progress to an in-process stub and applies each strategy's executor count live. Per run: R_max
 violations (% of periods whose mean end-to-end latency exceeds ``--rmax``), executor-core-seconds, cost ($ at
 vm.small's 0.005 $/h per core), reconfigurations, apply time and downtime per reconfiguration, records lost /
@@ -24,7 +25,14 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-STRATEGIES = ("static-peak", "static-mean", "spark-dynamic-allocation", "spark-streaming-rule", "ds2")
+STRATEGIES = (
+    "static-peak",
+    "static-mean",
+    "spark-dynamic-allocation",
+    "spark-streaming-rule",
+    "ds2",
+    "clairvoyant",
+)
 
 
 class Command(BaseCommand):
@@ -65,12 +73,27 @@ class Command(BaseCommand):
             default="ql-pds-plus,model-based",
             help="project OM policies; <policy>-pretrained first replays the earlier runs' recorded periods",
         )
+        parser.add_argument(
+            "--clairvoyant-capacity",
+            type=float,
+            default=None,
+            help="records/s per executor the clairvoyant reference sizes for (default 0.85 x 1000 / --wait-ms, "
+            "what 1-core executors processed in earlier runs)",
+        )
         parser.add_argument("--worker-cores", type=int, default=8)
         parser.add_argument("--write", action="store_true", help="write the section in docs/benchmarks.md")
 
     def handle(self, *args, **opts) -> None:  # noqa: ANN002, ANN003
         from connectors.spark.bench.runner import BenchConfig, run_strategy, static_sizes
-        from connectors.spark.bench.strategies import DS2, OMPolicy, SparkDynamic, Static, StreamingRule
+        from connectors.spark.bench.strategies import (
+            DS2,
+            Clairvoyant,
+            OMPolicy,
+            SparkDynamic,
+            Static,
+            StreamingRule,
+            clairvoyant_bound,
+        )
         from connectors.spark.cluster import StandaloneCluster
         from connectors.spark.trace_source import load_trace
         from policies import registry
@@ -102,6 +125,9 @@ class Command(BaseCommand):
         if trace_start is None:
             day = load_trace("taxi_last_month", 0, 1440)
             trace_start = int(day.argmin())
+        mu_oracle = opts["clairvoyant_capacity"] or 0.85 * 1000.0 / opts["wait_ms"]
+        if mu_oracle <= 0:
+            raise CommandError("--clairvoyant-capacity: must be > 0")
         if opts["rate_scale"] is not None and opts["rate_scale"] <= 0:
             raise CommandError("--rate-scale: must be > 0")
         rate_scale = opts["rate_scale"]
@@ -127,12 +153,19 @@ class Command(BaseCommand):
                 f"trace minutes {trace_start}..{trace_start + cfg.trace_minutes} in {sched.duration_s:.0f} s, "
                 f"{sched.total} trips, rate {rates.min():.0f}..{rates.max():.0f}/s; static peak {peak}, mean {mean}"
             )
+            bound = clairvoyant_bound(sched, cfg.period_s, mu_oracle, peak)
+            self.stdout.write(
+                f"clairvoyant bound at {mu_oracle:g} records/s per executor, 10 % headroom: {bound:.2f} x static peak"
+            )
             build = {
                 "static-peak": lambda: Static("static-peak", peak),
                 "static-mean": lambda: Static("static-mean", mean),
                 "spark-dynamic-allocation": SparkDynamic,
                 "spark-streaming-rule": lambda: StreamingRule(cfg.k_max),
                 "ds2": lambda: DS2(cfg.k_max),
+                "clairvoyant": lambda: Clairvoyant(
+                    sched, cfg.period_s, mu_oracle, cfg.k_max, interval_s=cfg.interval_s
+                ),
             }
             strategies = [build[s]() for s in wanted]
             strategies += [
@@ -151,7 +184,7 @@ class Command(BaseCommand):
                 results.append(res)
         finally:
             cluster.stop()
-        body = self._table(results, cfg, peak, mean, trace_start)
+        body = self._table(results, cfg, peak, mean, trace_start, mu_oracle, bound)
         self.stdout.write(body)
         if opts["write"]:
             from policies.benchdoc import write_section
@@ -160,7 +193,9 @@ class Command(BaseCommand):
             write_section("bench_spark", body, command.strip())
 
     @staticmethod
-    def _table(results, cfg, peak: int, mean: int, trace_start: int) -> str:  # noqa: ANN001
+    def _table(
+        results: list, cfg: object, peak: int, mean: int, trace_start: int, mu_oracle: float, bound: float
+    ) -> str:
         base = next((r for r in results if r.strategy == "static-peak" and r.core_seconds > 0), None)
         lines = [
             "## Spark: scaling strategies on the taxi pipeline (bench_spark)",
@@ -172,7 +207,10 @@ class Command(BaseCommand):
             f"{cfg.period_s:g} s, R_max = {cfg.r_max_s:g} s (mean e2e latency per period), K_max = {cfg.k_max}, "
             f"{cfg.partitions} partitions. "
             f"Static peak = {peak}, static mean = {mean} executors (1 core each). Ratios are against static "
-            "peak in the same run. Predictions for the run's own executor series: fluid = a fluid queue with "
+            "peak in the same run. The clairvoyant reference reads each next period's rate off the trace and "
+            f"sizes for it at {mu_oracle:g} records/s per executor with 10 % headroom (plus the backlog); sizing "
+            f"every period for its own mean rate that way, without lag, needs {bound:.2f} x static peak's "
+            "executor-seconds, the floor for any strategy at that capacity. Predictions for the run's own executor series: fluid = a fluid queue with "
             "the capacity per executor fitted from its batches (carries backlog); sim = the project "
             "simulator's M/G/1 model fitted from the run's per-record service times (mean, variance) plus 1.5 "
             "micro-batch intervals (connectors/spark/bench/prediction.py). Runs this short say little about learning "

@@ -98,7 +98,12 @@ def _batch_seconds(p: dict[str, Any]) -> float:
 
 
 def period_stats(
-    prog: list[dict], lat: list[dict], executors: int, period_s: float, interval_s: float
+    prog: list[dict],
+    lat: list[dict],
+    executors: int,
+    period_s: float,
+    interval_s: float,
+    elapsed_s: float = 0.0,
 ) -> PeriodStats:
     """One period's statistics from the agent's progress and latency reports (``PeriodStats``)."""
     rows = sum(int(p.get("numInputRows", 0)) for p in prog)
@@ -108,7 +113,9 @@ def period_stats(
     p95 = max((x["p95_s"] for x in lat if x.get("n")), default=None)
     ratio = (busy / len(prog) / interval_s) if prog else 0.0
     startup = any(p.get("batchId") == 0 for p in prog)
-    return PeriodStats(rows / period_s, rows / period_s, ratio, busy / period_s, mean, p95, executors, startup)
+    return PeriodStats(
+        rows / period_s, rows / period_s, ratio, busy / period_s, mean, p95, executors, startup, elapsed_s
+    )
 
 
 def _stage_cmd(cfg: BenchConfig, strategy: Strategy, stub: IngestStub, workdir: Path, t0: float) -> list[str]:
@@ -189,7 +196,9 @@ def run_strategy(cfg: BenchConfig, strategy: Strategy, log=print) -> RunResult: 
                     last_exec = drv["executors"]
             prog, lat, drv = stub.since(p_start)
             executors = int(drv.get("executors", k)) if drv else k
-            stats = period_stats(prog, lat, executors, time.time() - p_start, cfg.interval_s)
+            stats = period_stats(
+                prog, lat, executors, time.time() - p_start, cfg.interval_s, time.time() - t0
+            )
             row = {"start": p_start, "end": time.time(), **asdict(stats)}
             res.series.append(row)
             want = strategy.decide(stats)

@@ -25,6 +25,8 @@ class PeriodStats:
     #: workers, executors registering; with dynamic allocation, the executors themselves): the OM policies
     #: neither learn from it nor scale on it, as the Spark monitor reports it incomplete
     startup: bool = False
+    #: wall seconds from the trace's start (t0) to the end of the period
+    elapsed_s: float = 0.0
 
 
 class Strategy:
@@ -89,6 +91,68 @@ class DS2(Strategy):
         return int(min(self.k_max, max(1, math.ceil(stats.input_rate / true_rate * (1 + self.headroom)))))
 
 
+class Clairvoyant(Strategy):
+    """A reference, not a policy: it reads the future off the trace schedule. At the end of each period it sizes
+    the next one for the mean arrival rate over ``[now, now + period + lead]`` (``lead`` covers the executor
+    start, seconds) with ``headroom`` over ``mu`` records/s per executor, plus what is still unprocessed
+    (records created so far minus records read by finished batches, less one micro-batch in flight) drained
+    within one period. Its executor-core-seconds are close to the least any strategy can use at that capacity
+    per executor."""
+
+    name = "clairvoyant"
+
+    def __init__(
+        self,
+        schedule: Any,
+        period_s: float,
+        mu: float,
+        k_max: int,
+        headroom: float = 0.1,
+        lead_s: float = 5.0,
+        interval_s: float = 5.0,
+    ) -> None:
+        if mu <= 0:
+            raise ValueError("mu: must be > 0 (records/s per executor)")
+        self.schedule, self.period_s, self.mu, self.k_max = schedule, period_s, mu, k_max
+        self.headroom, self.lead_s, self.interval_s = headroom, lead_s, interval_s
+        self.processed = 0.0  # records read by finished batches so far
+        self.last_s: float | None = None  # elapsed_s of the previous period's end
+
+    def _size(self, rate: float) -> int:
+        return int(min(self.k_max, max(1, math.ceil(rate * (1 + self.headroom) / self.mu))))
+
+    def _rate(self, start_s: float, end_s: float) -> float:
+        """Mean arrival rate (records/s) over ``[start_s, end_s)`` seconds after t0."""
+        sched = self.schedule
+        return (sched.count_at(end_s) - sched.count_at(start_s)) / max(end_s - start_s, 1e-9)
+
+    def initial(self) -> int:
+        return self._size(self._rate(0.0, self.period_s + self.lead_s))
+
+    def decide(self, stats: PeriodStats) -> int | None:
+        now = stats.elapsed_s
+        length = self.period_s if self.last_s is None else now - self.last_s
+        self.processed += stats.processed_rate * length
+        self.last_s = now
+        in_flight = self._rate(now - self.interval_s, now) * self.interval_s
+        backlog = max(0.0, self.schedule.count_at(now) - self.processed - in_flight)
+        rate = self._rate(now, now + self.period_s + self.lead_s)
+        return self._size(rate + backlog / self.period_s)
+
+
+def clairvoyant_bound(schedule: Any, period_s: float, mu: float, peak: int, headroom: float = 0.1) -> float:
+    """Executor-seconds of sizing every period exactly for its own mean arrival rate (``Clairvoyant`` without
+    lead, lag or backlog) as a fraction of ``peak`` executors all the time: no strategy that keeps ``headroom``
+    over ``mu`` records/s per executor in integer executors can use less."""
+    n = max(1, math.ceil(schedule.duration_s / period_s))
+    total = 0
+    for i in range(n):
+        a, b = i * period_s, min((i + 1) * period_s, schedule.duration_s)
+        rate = (schedule.count_at(b) - schedule.count_at(a)) / max(b - a, 1e-9)
+        total += max(1, math.ceil(rate * (1 + headroom) / mu)) * (b - a)
+    return total / (peak * schedule.duration_s)
+
+
 #: a policy named ``<policy>-pretrained`` first replays every earlier run's recorded periods (``pretrain``)
 PRETRAINED = "-pretrained"
 
@@ -134,5 +198,5 @@ class OMPolicy(Strategy):
         on the proposals; returns how many periods were replayed."""
         fields = PeriodStats.__dataclass_fields__
         for row in series:
-            self.decide(PeriodStats(**{k: row[k] for k in fields}))
+            self.decide(PeriodStats(**{k: row[k] for k in fields if k in row}))
         return len(series)

@@ -51,7 +51,9 @@ def test_pretrained_om_policy_learns_from_recorded_periods_before_acting():
     trained = OMPolicy("model-based-pretrained", k_max=4, r_max_s=10.0, service_s=0.02, max_rate=200.0)
     assert trained.wants_history and not fresh.wants_history and trained.name == "model-based-pretrained"
     # recorded: one executor keeps R under 10 s up to 40 trips/s and violates from 60/s on
-    history = [asdict(_stats(rate=r, executors=1, latency=30.0 if r >= 60 else 3.0)) for r in (20, 40, 60, 70, 30)]
+    history = [
+        asdict(_stats(rate=r, executors=1, latency=30.0 if r >= 60 else 3.0)) for r in (20, 40, 60, 70, 30)
+    ]
     assert trained.pretrain(history) == len(history)
     now = _stats(rate=90.0, executors=1, latency=3.0)
     assert trained.decide(now) > 1  # knows one executor cannot carry 90/s
@@ -142,3 +144,40 @@ def test_the_start_up_period_is_marked_and_neither_teaches_nor_moves_a_policy():
     policy.decide(later)
     policy.decide(later)  # learned from (the first step only starts the policy)
     assert np.isfinite(policy.policy.thr_hi).all()
+
+
+def _ramp_schedule():
+    from connectors.spark.trace_source import TraceSchedule
+
+    # one trace minute per wall second (compress 60): 10 s at 20/s, 10 s at 100/s, 10 s at 20/s
+    return TraceSchedule(np.array([20.0] * 10 + [100.0] * 10 + [20.0] * 10), compress=60.0)
+
+
+def test_clairvoyant_sizes_for_the_coming_period_and_the_backlog():
+    from connectors.spark.bench.strategies import Clairvoyant
+
+    oracle = Clairvoyant(
+        _ramp_schedule(), period_s=5.0, mu=50.0, k_max=4, headroom=0.0, lead_s=0.0, interval_s=1.0
+    )
+    assert oracle.initial() == 1  # the first 5 s bring 20/s
+    # end of 0..5 s, all processed: 5..10 s brings 20/s again
+    assert oracle.decide(PeriodStats(20.0, 20.0, 0.2, 0.2, 1.0, 1.0, 1, elapsed_s=5.0)) == 1
+    # end of 5..10 s: the next period brings 100/s -> 2 executors before the rate arrives
+    assert oracle.decide(PeriodStats(20.0, 20.0, 0.2, 0.2, 1.0, 1.0, 1, elapsed_s=10.0)) == 2
+    # end of 10..15 s with only 50/s processed: 250 - 1 s in flight (100) = 150 unprocessed -> +30/s
+    assert oracle.decide(PeriodStats(50.0, 50.0, 1.0, 1.0, 9.0, 9.0, 2, elapsed_s=15.0)) == 3
+    # end of 25..30 s: the trace is over, nothing left -> 1
+    late = Clairvoyant(_ramp_schedule(), period_s=5.0, mu=50.0, k_max=4, headroom=0.0, lead_s=0.0)
+    late.processed = 1200.0 - 20.0 * 5.0
+    assert late.decide(PeriodStats(20.0, 20.0, 0.2, 0.2, 1.0, 1.0, 1, elapsed_s=30.0)) == 1
+    with pytest.raises(ValueError, match="mu"):
+        Clairvoyant(_ramp_schedule(), period_s=5.0, mu=0.0, k_max=4)
+
+
+def test_clairvoyant_bound_is_the_executor_seconds_of_per_period_sizing():
+    from connectors.spark.bench.strategies import clairvoyant_bound
+
+    # 10-s periods: 20/s -> 1, 100/s -> 2 (mu 50, no headroom), 20/s -> 1; against 2 executors all along
+    assert clairvoyant_bound(_ramp_schedule(), 10.0, 50.0, peak=2, headroom=0.0) == pytest.approx(4 / 6)
+    # 10 % headroom: 110/s needs 3 executors of 50/s
+    assert clairvoyant_bound(_ramp_schedule(), 10.0, 50.0, peak=3, headroom=0.1) == pytest.approx(5 / 9)
