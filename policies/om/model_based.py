@@ -36,6 +36,14 @@ What it learns and what it knows
   a backlog that takes several periods to drain. An estimate that a period without violation contradicts
   (``lo >= capacity``) is ignored; violations bound ``theta`` as before. A period busy all the time (``u >= 1``)
   does not raise ``lo`` even without a violation: its queue is growing and the violation comes later.
+  Two more real-engine rules come with it. *Settling*: the period in which the deployment changed teaches no
+  bound (like the Flink autoscaler's stabilisation interval): a new replica starts cold and, on Spark, the
+  stateful partitions move to it, so the period's throughput says nothing about the new deployment's capacity
+  (seen on Spark: 2 executors read 21 tuples/s each in the period after the second one was added, against ~40
+  once warm, and that single reading made every deployment look hopeless). *No scale-in under overload*: while
+  the operator violates its bound or is busy all the time, actions that remove replicas are not proposed -- when
+  the learned model expects every deployment to violate, the cost model alone would pick the cheapest one, and
+  a backlog only grows under fewer replicas.
 - The known costs exactly: resource cost ``w_res price(k) / C_max`` and reconfiguration ``w_rcf 1[a != 0]``.
 - Value iteration over the learned model: a full sweep (backup of every state, Alg. 1) every ``sweep_every``
   steps and at each of the first ``warmup_steps`` steps; in between, every step, an asynchronous backup of the
@@ -145,7 +153,9 @@ class ModelBased(Policy):
                 f"params.violation_model: must be auto, threshold or counts, got {params['violation_model']!r}"
             )
         if not isinstance(params["capacity_bound"], bool):
-            raise ValueError(f"params.capacity_bound: must be true or false, got {params['capacity_bound']!r}")
+            raise ValueError(
+                f"params.capacity_bound: must be true or false, got {params['capacity_bound']!r}"
+            )
         if params["sweeps_per_update"] < 1:
             raise ValueError(f"params.sweeps_per_update: must be >= 1, got {params['sweeps_per_update']}")
 
@@ -266,14 +276,24 @@ class ModelBased(Policy):
             overloaded = self.params["capacity_bound"] and u is not None and u >= 1.0
             # a violation in a period without throughput (x = 0: a stalled or mis-measured period) says nothing
             # about the per-replica bound; taken as a bound it would read "every deployment violates" forever
+            # with capacity_bound, the period in which the deployment changed is a transient (module doc)
+            settling = self.params["capacity_bound"] and not np.array_equal(k_prev, k_now)
             changed = False
-            if violated and 0.0 < x < self.thr_hi[rank]:
+            if settling:
+                pass
+            elif violated and 0.0 < x < self.thr_hi[rank]:
                 self.thr_hi[rank] = x
                 changed = True
             elif not violated and not overloaded and x > self.thr_lo[rank]:
                 self.thr_lo[rank] = x
                 changed = True
-            if self.params["capacity_bound"] and u is not None and u >= CAPACITY_MIN_UTILISATION and x > 0.0:
+            if (
+                self.params["capacity_bound"]
+                and not settling
+                and u is not None
+                and u >= CAPACITY_MIN_UTILISATION
+                and x > 0.0
+            ):
                 st = self.cap_stats[rank]
                 st[:5] += (1.0, x, u, x * x, x * u)
                 st[5] = max(st[5], x / u)
@@ -321,7 +341,25 @@ class ModelBased(Policy):
         if d < 0:
             return outside_space_action(self.space, k, self.spec), {}
         q = self._q_values(d, self.spec.rate_levels.level(rate))
+        if self.params["capacity_bound"] and obs is not None and self._overloaded(obs):
+            n_now = self.space.class_n[self.space.cls[d]]
+            _, dst, _ = self.space.moves(d)
+            keep = {
+                a
+                for a, t in zip(q, dst.tolist(), strict=True)
+                if self.space.class_n[self.space.cls[t]] >= n_now
+            }
+            q = {a: v for a, v in q.items() if a in keep}
         return mdp.greedy(q), (q if explain else {})
+
+    def _overloaded(self, obs: Observation) -> bool:
+        """The operator violated its bound or was busy all the period (``capacity_bound``'s no-scale-in rule)."""
+        u = obs.utilisation
+        if u is not None and u >= 1.0:
+            return True
+        if obs.violated is not None:
+            return bool(obs.violated)
+        return obs.response_time_s is not None and obs.response_time_s > self.spec.r_max_s
 
     # ---- reconfiguration -----------------------------------------------------------------------------------
     def _on_reconfigure(self) -> None:
@@ -379,7 +417,9 @@ class ModelBased(Policy):
         self.thr_lo = arrays["thr_lo"].copy()
         self.thr_hi = arrays["thr_hi"].copy()
         # states saved before capacity_bound existed carry no capacity statistics
-        self.cap_stats = arrays["cap_stats"].copy() if "cap_stats" in arrays else np.zeros((len(self.thr_hi), 6))
+        self.cap_stats = (
+            arrays["cap_stats"].copy() if "cap_stats" in arrays else np.zeros((len(self.thr_hi), 6))
+        )
         self.rate_hist = arrays["rate_hist"].copy()
         self.future = arrays["future"].copy()
         self.sweeps_done = int(meta["sweeps_done"])
@@ -438,7 +478,9 @@ def capacity_estimates(cap_stats: np.ndarray) -> np.ndarray:
         b = (sxu / n - mean_x * su / n) / var_x
         a = su / n - b * mean_x
         fit = (1.0 - a) / b
-        usable = (n >= CAPACITY_FIT_MIN_PERIODS) & (var_x > (CAPACITY_FIT_MIN_SPREAD * mean_x) ** 2) & (b > 0.0)
+        usable = (
+            (n >= CAPACITY_FIT_MIN_PERIODS) & (var_x > (CAPACITY_FIT_MIN_SPREAD * mean_x) ** 2) & (b > 0.0)
+        )
     return np.where(usable & (fit > out), fit, out)
 
 

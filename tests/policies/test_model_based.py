@@ -387,7 +387,9 @@ def test_capacity_fit_separates_a_fixed_overhead_from_the_per_tuple_cost() -> No
 def test_capacity_estimate_is_durable_and_old_states_load_without_it() -> None:
     spec = one_type_spec(10, 30)
     policy = ModelBased(spec, {"capacity_bound": True})
-    _steps(policy, [(2, 60.0, False, 0.6), (2, 80.0, False, 0.8), (2, 70.0, False, 0.7)])  # the first only starts
+    _steps(
+        policy, [(2, 60.0, False, 0.6), (2, 80.0, False, 0.8), (2, 70.0, False, 0.7)]
+    )  # the first only starts
     restored = ModelBased(spec, {"capacity_bound": True})
     restored.load_state(policy.state_bytes())
     assert policy.cap_stats[0, 0] == 2
@@ -417,3 +419,43 @@ def test_with_capacity_bound_an_overloaded_period_without_violation_does_not_rai
     plain = ModelBased(one_type_spec(10, 30))
     _steps(plain, [(1, 10.0, False, 0.8)] + seen)
     assert plain.thr_lo[0] == pytest.approx(49.3)
+
+
+def test_capacity_bound_learns_no_bound_from_the_period_of_a_deployment_change() -> None:
+    """Seen on Spark: in the period after a second executor was added, 2 executors read 21 tuples/s each (the new
+    one cold, the state moving), ~40 once warm. With capacity_bound that period is a transient; the paper's
+    learner takes it as theta < 21."""
+    seen = [(1, 30.0, False, 0.6), (1, 30.0, False, 0.6), (2, 42.0, True, 1.0)]
+    bounded = ModelBased(one_type_spec(10, 30), {"capacity_bound": True})
+    _steps(bounded, seen)
+    assert np.isinf(bounded.thr_hi).all() and bounded.thr_lo[0] == 30.0
+    assert bounded.cap_stats[0, 0] == 1  # only the settled 1-replica period
+    _steps(bounded, [(2, 42.0, True, 1.0)])  # the same reading once the deployment has settled: a bound
+    assert bounded.thr_hi[0] == 21.0 and bounded.cap_stats[0, 0] == 2
+    paper = ModelBased(one_type_spec(10, 30))
+    _steps(paper, seen)
+    assert paper.thr_hi[0] == 21.0
+
+
+def test_capacity_bound_proposes_no_scale_in_while_overloaded() -> None:
+    """Same learned model (8 replicas idle at 10 tuples/s: removing one is the better move), different current
+    period: violated or busy all the time -> no replica is removed; the paper's policy removes one either way."""
+    k8 = np.array([8])
+    now = {
+        "violated": Observation(k8, 10.0, violated=True),
+        "slow": Observation(k8, 10.0, response_time_s=99.0),
+        "busy": Observation(k8, 10.0, violated=False, utilisation=1.0),
+        "calm": Observation(k8, 10.0, violated=False, utilisation=0.5),
+    }
+    for bound in (False, True):
+        policy = ModelBased(one_type_spec(10, 30), {"capacity_bound": bound})
+        _steps(policy, [(8, 10.0, False, 0.1)] * 5)
+        policy._sweep(3000)  # converge the values of what was learned
+        sizes = {
+            name: apply_action(k8, policy._decide(k8, 10.0, obs, True)[0]).sum() for name, obs in now.items()
+        }
+        assert sizes["calm"] == 7
+        if bound:
+            assert sizes["violated"] == sizes["slow"] == sizes["busy"] == 8
+        else:
+            assert sizes["violated"] == sizes["slow"] == sizes["busy"] == 7

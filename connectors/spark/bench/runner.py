@@ -104,8 +104,11 @@ def period_stats(
     period_s: float,
     interval_s: float,
     elapsed_s: float = 0.0,
+    arrived: int | None = None,
 ) -> PeriodStats:
-    """One period's statistics from the agent's progress and latency reports (``PeriodStats``)."""
+    """One period's statistics from the agent's progress and latency reports (``PeriodStats``). ``arrived``:
+    records the source created during the period (the input rate's numerator; the Spark monitor reads it as
+    rows read plus the growth of the source's backlog); without it the input rate is the rate read."""
     rows = sum(int(p.get("numInputRows", 0)) for p in prog)
     busy = sum(_batch_seconds(p) for p in prog)
     n = sum(int(x.get("n", 0)) for x in lat)
@@ -113,8 +116,9 @@ def period_stats(
     p95 = max((x["p95_s"] for x in lat if x.get("n")), default=None)
     ratio = (busy / len(prog) / interval_s) if prog else 0.0
     startup = any(p.get("batchId") == 0 for p in prog)
+    input_rate = (arrived if arrived is not None else rows) / period_s
     return PeriodStats(
-        rows / period_s, rows / period_s, ratio, busy / period_s, mean, p95, executors, startup, elapsed_s
+        input_rate, rows / period_s, ratio, busy / period_s, mean, p95, executors, startup, elapsed_s
     )
 
 
@@ -196,14 +200,15 @@ def run_strategy(cfg: BenchConfig, strategy: Strategy, log=print) -> RunResult: 
                     last_exec = drv["executors"]
             prog, lat, drv = stub.since(p_start)
             executors = int(drv.get("executors", k)) if drv else k
-            stats = period_stats(
-                prog, lat, executors, time.time() - p_start, cfg.interval_s, time.time() - t0
-            )
+            now = time.time()
+            arrived = sched.count_at(now - t0) - sched.count_at(p_start - t0)
+            stats = period_stats(prog, lat, executors, now - p_start, cfg.interval_s, now - t0, arrived)
             row = {"start": p_start, "end": time.time(), **asdict(stats)}
             res.series.append(row)
             want = strategy.decide(stats)
             log(
-                f"  {strategy.name}: rate {stats.input_rate:6.1f}/s, batch/interval {stats.batch_ratio:4.2f}, "
+                f"  {strategy.name}: in {stats.input_rate:6.1f}/s, read {stats.processed_rate:6.1f}/s, "
+                f"batch/interval {stats.batch_ratio:4.2f}, "
                 f"R {stats.latency_mean_s if stats.latency_mean_s is not None else float('nan'):5.1f} s, "
                 f"executors {executors} -> {want if want is not None else '-'}{' (start-up)' if stats.startup else ''}"
             )

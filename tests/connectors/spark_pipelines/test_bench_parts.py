@@ -90,6 +90,9 @@ def test_period_stats_and_fluid_prediction(tmp_path: Path):
     lat = [{"mean_s": 4.0, "p95_s": 6.0, "n": 30}, {"mean_s": 8.0, "p95_s": 9.0, "n": 10}]
     s = period_stats(prog, lat, 2, 10.0, 5.0)
     assert s.input_rate == 10.0 and s.busy_s_per_s == 0.75 and s.batch_ratio == 0.75
+    # with the records the source created in the period, the input rate is the arrival rate (a backlog grows)
+    behind = period_stats(prog, lat, 2, 10.0, 5.0, elapsed_s=40.0, arrived=250)
+    assert behind.input_rate == 25.0 and behind.processed_rate == 10.0 and behind.elapsed_s == 40.0
     assert s.latency_mean_s == 5.0 and s.latency_p95_s == 9.0
     cfg = BenchConfig(
         master="local[1]",
