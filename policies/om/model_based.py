@@ -35,7 +35,10 @@ What it learns and what it knows
   violation raise ``lo``, instead of scaling in until the first violation -- on real engines a violation leaves
   a backlog that takes several periods to drain. An estimate that a period without violation contradicts
   (``lo >= capacity``) is ignored; violations bound ``theta`` as before. A period busy all the time (``u >= 1``)
-  does not raise ``lo`` even without a violation: its queue is growing and the violation comes later.
+  does not raise ``lo`` even without a violation: its queue is growing and the violation comes later. Nor does it
+  measure the capacity: ``x`` is the arrival rate, which then exceeds what the replica processes, so ``x / u``
+  would overstate the capacity (a period 100 % busy at 60 tuples/s arriving read as a capacity of 60 on a
+  Spark executor that processed 38).
   Two more real-engine rules come with it. *Settling*: the period in which the deployment changed teaches no
   bound (like the Flink autoscaler's stabilisation interval): a new replica starts cold and, on Spark, the
   stateful partitions move to it, so the period's throughput says nothing about the new deployment's capacity
@@ -291,7 +294,7 @@ class ModelBased(Policy):
                 self.params["capacity_bound"]
                 and not settling
                 and u is not None
-                and u >= CAPACITY_MIN_UTILISATION
+                and CAPACITY_MIN_UTILISATION <= u < 1.0
                 and x > 0.0
             ):
                 st = self.cap_stats[rank]

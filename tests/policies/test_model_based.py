@@ -425,12 +425,12 @@ def test_capacity_bound_learns_no_bound_from_the_period_of_a_deployment_change()
     """Seen on Spark: in the period after a second executor was added, 2 executors read 21 tuples/s each (the new
     one cold, the state moving), ~40 once warm. With capacity_bound that period is a transient; the paper's
     learner takes it as theta < 21."""
-    seen = [(1, 30.0, False, 0.6), (1, 30.0, False, 0.6), (2, 42.0, True, 1.0)]
+    seen = [(1, 30.0, False, 0.6), (1, 30.0, False, 0.6), (2, 42.0, True, 0.9)]
     bounded = ModelBased(one_type_spec(10, 30), {"capacity_bound": True})
     _steps(bounded, seen)
     assert np.isinf(bounded.thr_hi).all() and bounded.thr_lo[0] == 30.0
     assert bounded.cap_stats[0, 0] == 1  # only the settled 1-replica period
-    _steps(bounded, [(2, 42.0, True, 1.0)])  # the same reading once the deployment has settled: a bound
+    _steps(bounded, [(2, 42.0, True, 0.9)])  # the same reading once the deployment has settled: a bound
     assert bounded.thr_hi[0] == 21.0 and bounded.cap_stats[0, 0] == 2
     paper = ModelBased(one_type_spec(10, 30))
     _steps(paper, seen)
@@ -459,3 +459,14 @@ def test_capacity_bound_proposes_no_scale_in_while_overloaded() -> None:
             assert sizes["violated"] == sizes["slow"] == sizes["busy"] == 8
         else:
             assert sizes["violated"] == sizes["slow"] == sizes["busy"] == 7
+
+
+def test_capacity_bound_takes_no_capacity_from_a_period_busy_all_the_time() -> None:
+    """Busy all the period, the replica falls behind: x (arrivals, 60 tuples/s) / u (1.0) is not its capacity
+    (it processed 38: seen on Spark). Only periods with u < 1 measure it."""
+    policy = ModelBased(one_type_spec(10, 30), {"capacity_bound": True})
+    _steps(
+        policy, [(1, 30.0, False, 0.75), (1, 30.0, False, 0.75), (1, 60.0, False, 1.0), (1, 60.0, False, 1.3)]
+    )
+    assert policy.cap_stats[0, 0] == 1 and capacity_estimates(policy.cap_stats)[0] == pytest.approx(40.0)
+    assert policy.thr_lo[0] == 30.0  # nor do they raise the lower bound

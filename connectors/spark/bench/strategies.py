@@ -66,6 +66,8 @@ class StreamingRule(Strategy):
 
     def decide(self, stats: PeriodStats) -> int | None:
         k = stats.executors
+        if stats.startup:  # the query's start-up, not load (the Spark monitor reports it incomplete)
+            return k
         if stats.batch_ratio > self.up:
             return min(self.k_max, k + 1)
         if stats.batch_ratio < self.down:
@@ -83,7 +85,7 @@ class DS2(Strategy):
         self.k_max, self.headroom = k_max, headroom
 
     def decide(self, stats: PeriodStats) -> int | None:
-        if stats.busy_s_per_s <= 0 or stats.executors <= 0:
+        if stats.startup or stats.busy_s_per_s <= 0 or stats.executors <= 0:  # start-up: see StreamingRule
             return stats.executors
         true_rate = stats.processed_rate / stats.busy_s_per_s / stats.executors
         if true_rate <= 0:

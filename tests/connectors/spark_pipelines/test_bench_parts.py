@@ -184,3 +184,13 @@ def test_clairvoyant_bound_is_the_executor_seconds_of_per_period_sizing():
     assert clairvoyant_bound(_ramp_schedule(), 10.0, 50.0, peak=2, headroom=0.0) == pytest.approx(4 / 6)
     # 10 % headroom: 110/s needs 3 executors of 50/s
     assert clairvoyant_bound(_ramp_schedule(), 10.0, 50.0, peak=3, headroom=0.1) == pytest.approx(5 / 9)
+
+
+def test_rule_based_strategies_keep_the_deployment_through_the_start_up_period():
+    """The first micro-batch's duration is the query's start-up (1.9 batch intervals, 0.1 trips/s read while
+    15/s arrive): DS2 read it as 6 executors needed and the streaming rule as overload."""
+    start = PeriodStats(15.0, 0.1, 1.9, 0.6, 10.0, 10.0, 1, startup=True)
+    assert DS2(k_max=6).decide(start) == 1
+    assert StreamingRule(k_max=6).decide(start) == 1
+    later = PeriodStats(15.0, 0.1, 1.9, 0.6, 10.0, 10.0, 1)
+    assert DS2(k_max=6).decide(later) == 6 and StreamingRule(k_max=6).decide(later) == 2
