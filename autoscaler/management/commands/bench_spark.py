@@ -81,6 +81,11 @@ class Command(BaseCommand):
             "what 1-core executors processed in earlier runs)",
         )
         parser.add_argument("--worker-cores", type=int, default=8)
+        parser.add_argument(
+            "--floor-only",
+            action="store_true",
+            help="print the slice and the clairvoyant floor of executor-seconds, start nothing",
+        )
         parser.add_argument("--write", action="store_true", help="write the section in docs/benchmarks.md")
 
     def handle(self, *args, **opts) -> None:  # noqa: ANN002, ANN003
@@ -125,7 +130,9 @@ class Command(BaseCommand):
         if trace_start is None:
             day = load_trace("taxi_last_month", 0, 1440)
             trace_start = int(day.argmin())
-        mu_oracle = opts["clairvoyant_capacity"] or 0.85 * 1000.0 / opts["wait_ms"]
+        mu_oracle = opts["clairvoyant_capacity"]
+        if mu_oracle is None:
+            mu_oracle = 0.85 * 1000.0 / opts["wait_ms"]
         if mu_oracle <= 0:
             raise CommandError("--clairvoyant-capacity: must be > 0")
         if opts["rate_scale"] is not None and opts["rate_scale"] <= 0:
@@ -136,27 +143,30 @@ class Command(BaseCommand):
             peak_rate = float(load_trace("taxi_last_month", trace_start, minutes).max())
             rate_scale = 0.9 * opts["peak_executors"] * 1000.0 / opts["wait_ms"] / peak_rate
         var = Path(settings.VAR_DIR) / "bench-spark"
+        cfg = BenchConfig(
+            master="", workdir=var / "runs", minutes=opts["minutes"],
+            compress=opts["compress"], rate_scale=rate_scale, trace_start=trace_start,
+            wait_ms=opts["wait_ms"], interval_s=opts["interval"], period_s=opts["period"],
+            r_max_s=opts["rmax"], k_max=opts["kmax"], partitions=opts["partitions"],
+        )  # fmt: skip
+        peak, mean = static_sizes(cfg)
+        sched = cfg.schedule()
+        rates = sched.per_step / sched.step_s
+        self.stdout.write(
+            f"trace minutes {trace_start}..{trace_start + cfg.trace_minutes} in {sched.duration_s:.0f} s, "
+            f"{sched.total} trips, rate {rates.min():.0f}..{rates.max():.0f}/s; static peak {peak}, mean {mean}"
+        )
+        bound = clairvoyant_bound(sched, cfg.period_s, mu_oracle, peak)
+        self.stdout.write(
+            f"clairvoyant bound at {mu_oracle:g} records/s per executor, 10 % headroom: {bound:.2f} x static peak"
+        )
+        if opts["floor_only"]:
+            return
         cluster = StandaloneCluster(var)
         try:
             cluster.start()
             cluster.add_worker(opts["worker_cores"], 8192)
-            cfg = BenchConfig(
-                master=cluster.master_url, workdir=var / "runs", minutes=opts["minutes"],
-                compress=opts["compress"], rate_scale=rate_scale, trace_start=trace_start,
-                wait_ms=opts["wait_ms"], interval_s=opts["interval"], period_s=opts["period"],
-                r_max_s=opts["rmax"], k_max=opts["kmax"], partitions=opts["partitions"],
-            )  # fmt: skip
-            peak, mean = static_sizes(cfg)
-            sched = cfg.schedule()
-            rates = sched.per_step / sched.step_s
-            self.stdout.write(
-                f"trace minutes {trace_start}..{trace_start + cfg.trace_minutes} in {sched.duration_s:.0f} s, "
-                f"{sched.total} trips, rate {rates.min():.0f}..{rates.max():.0f}/s; static peak {peak}, mean {mean}"
-            )
-            bound = clairvoyant_bound(sched, cfg.period_s, mu_oracle, peak)
-            self.stdout.write(
-                f"clairvoyant bound at {mu_oracle:g} records/s per executor, 10 % headroom: {bound:.2f} x static peak"
-            )
+            cfg.master = cluster.master_url
             build = {
                 "static-peak": lambda: Static("static-peak", peak),
                 "static-mean": lambda: Static("static-mean", mean),

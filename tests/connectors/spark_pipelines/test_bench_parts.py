@@ -194,3 +194,20 @@ def test_rule_based_strategies_keep_the_deployment_through_the_start_up_period()
     assert StreamingRule(k_max=6).decide(start) == 1
     later = PeriodStats(15.0, 0.1, 1.9, 0.6, 10.0, 10.0, 1)
     assert DS2(k_max=6).decide(later) == 6 and StreamingRule(k_max=6).decide(later) == 2
+
+
+def test_bench_command_prints_the_clairvoyant_floor_without_starting_spark():
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    out = StringIO()
+    call_command("bench_spark", "--minutes", "5", "--floor-only", stdout=out)
+    assert "static peak 4" in out.getvalue() and "10 % headroom: 0.70 x static peak" in out.getvalue()
+    finer = StringIO()
+    call_command(
+        "bench_spark", "--minutes", "5", "--kmax", "8", "--peak-executors", "8", "--floor-only", stdout=finer
+    )
+    assert "static peak 8" in finer.getvalue() and "0.66 x static peak" in finer.getvalue()
+    with pytest.raises(CommandError, match="--clairvoyant-capacity"):
+        call_command("bench_spark", "--clairvoyant-capacity", "0", "--floor-only")
