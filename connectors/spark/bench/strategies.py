@@ -98,8 +98,8 @@ class Clairvoyant(Strategy):
     the next one for the mean arrival rate over ``[now, now + period + lead]`` (``lead`` covers the executor
     start, seconds) with ``headroom`` over ``mu`` records/s per executor, plus what is still unprocessed
     (records created so far minus records read by finished batches, less one micro-batch in flight) drained
-    within one period. Its executor-core-seconds are close to the least any strategy can use at that capacity
-    per executor."""
+    within one period. What knowing the future buys a strategy that still pays Spark's reconfiguration costs
+    (the floor without them: ``clairvoyant_bound``)."""
 
     name = "clairvoyant"
 
@@ -144,8 +144,8 @@ class Clairvoyant(Strategy):
 
 def clairvoyant_bound(schedule: Any, period_s: float, mu: float, peak: int, headroom: float = 0.1) -> float:
     """Executor-seconds of sizing every period exactly for its own mean arrival rate (``Clairvoyant`` without
-    lead, lag or backlog) as a fraction of ``peak`` executors all the time: no strategy that keeps ``headroom``
-    over ``mu`` records/s per executor in integer executors can use less."""
+    lead, lag or backlog) as a fraction of ``peak`` executors all the time: no strategy that changes the count
+    once per period and keeps ``headroom`` over ``mu`` records/s per executor in integer executors can use less."""
     n = max(1, math.ceil(schedule.duration_s / period_s))
     total = 0
     for i in range(n):
