@@ -277,17 +277,15 @@ class ModelBased(Policy):
             # queue is growing, and on a real engine the violation shows periods later (seen on Spark: 49
             # tuples/s on one executor 118 % busy, R 9 s, then 16-25 s)
             overloaded = self.params["capacity_bound"] and u is not None and u >= 1.0
-            # a violation in a period without throughput (x = 0: a stalled or mis-measured period) says nothing
-            # about the per-replica bound; taken as a bound it would read "every deployment violates" forever
             # with capacity_bound, the period in which the deployment changed is a transient (module doc)
             settling = self.params["capacity_bound"] and not np.array_equal(k_prev, k_now)
             changed = False
-            if settling:
-                pass
-            elif violated and 0.0 < x < self.thr_hi[rank]:
+            # a violation in a period without throughput (x = 0: a stalled or mis-measured period) says nothing
+            # about the per-replica bound; taken as a bound it would read "every deployment violates" forever
+            if not settling and violated and 0.0 < x < self.thr_hi[rank]:
                 self.thr_hi[rank] = x
                 changed = True
-            elif not violated and not overloaded and x > self.thr_lo[rank]:
+            elif not settling and not violated and not overloaded and x > self.thr_lo[rank]:
                 self.thr_lo[rank] = x
                 changed = True
             if (
