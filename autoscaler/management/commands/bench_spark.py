@@ -21,9 +21,13 @@ import shlex
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+
+if TYPE_CHECKING:
+    from connectors.spark.bench.runner import BenchConfig, RunResult
 
 STRATEGIES = (
     "static-peak",
@@ -204,7 +208,13 @@ class Command(BaseCommand):
 
     @staticmethod
     def _table(
-        results: list, cfg: object, peak: int, mean: int, trace_start: int, mu_oracle: float, bound: float
+        results: list[RunResult],
+        cfg: BenchConfig,
+        peak: int,
+        mean: int,
+        trace_start: int,
+        mu_oracle: float,
+        bound: float,
     ) -> str:
         base = next((r for r in results if r.strategy == "static-peak" and r.core_seconds > 0), None)
         lines = [
@@ -220,8 +230,9 @@ class Command(BaseCommand):
             "peak in the same run. The clairvoyant reference reads each next period's rate off the trace and "
             f"sizes for it at {mu_oracle:g} records/s per executor with 10 % headroom (plus the backlog); sizing "
             f"every period for its own mean rate that way, without lag, needs {bound:.2f} x static peak's "
-            "executor-seconds, the floor for any strategy at that capacity. Predictions for the run's own executor series: fluid = a fluid queue with "
-            "the capacity per executor fitted from its batches (carries backlog); sim = the project "
+            "executor-seconds, the floor for any strategy at that capacity. Predictions for the run's own "
+            "executor series: fluid = a fluid queue with the capacity per executor fitted from its batches "
+            "(carries backlog); sim = the project "
             "simulator's M/G/1 model fitted from the run's per-record service times (mean, variance) plus 1.5 "
             "micro-batch intervals (connectors/spark/bench/prediction.py). Runs this short say little about learning "
             "policies; the numbers are what was measured, on a machine shared with other jobs.",

@@ -203,7 +203,7 @@ def run_strategy(cfg: BenchConfig, strategy: Strategy, log=print) -> RunResult: 
             now = time.time()
             arrived = sched.count_at(now - t0) - sched.count_at(p_start - t0)
             stats = period_stats(prog, lat, executors, now - p_start, cfg.interval_s, now - t0, arrived)
-            row = {"start": p_start, "end": time.time(), **asdict(stats)}
+            row = {"start": p_start, "end": now, **asdict(stats)}
             res.series.append(row)
             want = strategy.decide(stats)
             log(

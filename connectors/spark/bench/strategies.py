@@ -124,9 +124,7 @@ class Clairvoyant(Strategy):
         return int(min(self.k_max, max(1, math.ceil(rate * (1 + self.headroom) / self.mu))))
 
     def _rate(self, start_s: float, end_s: float) -> float:
-        """Mean arrival rate (records/s) over ``[start_s, end_s)`` seconds after t0."""
-        sched = self.schedule
-        return (sched.count_at(end_s) - sched.count_at(start_s)) / max(end_s - start_s, 1e-9)
+        return mean_arrival_rate(self.schedule, start_s, end_s)
 
     def initial(self) -> int:
         return self._size(self._rate(0.0, self.period_s + self.lead_s))
@@ -142,6 +140,11 @@ class Clairvoyant(Strategy):
         return self._size(rate + backlog / self.period_s)
 
 
+def mean_arrival_rate(schedule: Any, start_s: float, end_s: float) -> float:
+    """Mean arrival rate (records/s) of a ``TraceSchedule`` over ``[start_s, end_s)`` seconds after t0."""
+    return (schedule.count_at(end_s) - schedule.count_at(start_s)) / max(end_s - start_s, 1e-9)
+
+
 def clairvoyant_bound(schedule: Any, period_s: float, mu: float, peak: int, headroom: float = 0.1) -> float:
     """Executor-seconds of sizing every period exactly for its own mean arrival rate (``Clairvoyant`` without
     lead, lag or backlog) as a fraction of ``peak`` executors all the time: no strategy that changes the count
@@ -150,8 +153,7 @@ def clairvoyant_bound(schedule: Any, period_s: float, mu: float, peak: int, head
     total = 0
     for i in range(n):
         a, b = i * period_s, min((i + 1) * period_s, schedule.duration_s)
-        rate = (schedule.count_at(b) - schedule.count_at(a)) / max(b - a, 1e-9)
-        total += max(1, math.ceil(rate * (1 + headroom) / mu)) * (b - a)
+        total += max(1, math.ceil(mean_arrival_rate(schedule, a, b) * (1 + headroom) / mu)) * (b - a)
     return total / (peak * schedule.duration_s)
 
 
