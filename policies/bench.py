@@ -73,7 +73,6 @@ REFERENCE_FIDELITY = {
     "ql-pds-plus": (0.0758, 12.3),
     "model-based": (0.0344, 62.0),
 }
-DETERMINISTIC_NAMES = {"dp"}
 #: rule-based baselines that take a node-type choice: "ds2:fastest" is DS2 adding the fastest type
 VARIANT_POLICIES = ("ds2", "hpa")
 DEFAULT_VARIANTS = ("ds2:fastest", "hpa:fastest")
@@ -143,7 +142,7 @@ def availability(name: str) -> tuple[type | None, str]:
 
 
 def is_deterministic(name: str, cls: type) -> bool:
-    return name in DETERMINISTIC_NAMES or bool(getattr(cls, "deterministic", False))
+    return bool(getattr(cls, "deterministic", False))
 
 
 def load_reference(path: Path = REFERENCE_CSV) -> dict[tuple[str, int, int, str, str], dict[str, str]]:

@@ -242,14 +242,20 @@ class BayesianAM:
     ) -> dict[str, Any]:
         """Simulate ``config`` on the observed trace with the fitted models; the run's summary, averaged over
         ``replications`` runs with different OM seeds (a learning OM's outcome varies a lot from seed to seed).
-        ``seed_offset`` > 0 selects held-out seeds (validation)."""
+        ``seed_offset`` > 0 selects held-out seeds (validation). OMs whose class says ``deterministic`` (their
+        decisions do not depend on the seed, e.g. ``model-based``) run once: the simulator is deterministic too,
+        so further runs would repeat the first (standard errors 0)."""
         runs = []
-        for rep in range(self.replications if replications is None else replications):
+        n_runs = self.replications if replications is None else replications
+        rep = 0
+        while rep < n_runs:
             oms = []
             for u in range(self.app.n):
                 spec = self.app.operator_spec(u, self.node_types, float(config.bounds_s[u]), config.weights)
                 spec.model = obs.models[u]
                 oms.append(self.om_factory(spec, self.seed + seed_offset + 1000 * rep + u))
+            if all(getattr(om, "deterministic", False) for om in oms):
+                n_runs = 1
             res = simulate_application(
                 self.app,
                 obs.rates,
@@ -260,6 +266,7 @@ class BayesianAM:
                 steps=self.sim_steps if steps is None else steps,
             )
             runs.append(res.summary(self.eta_v, self.eta_r))
+            rep += 1
         self.evaluations += 1
         out = dict(runs[0])
         for key in (

@@ -135,6 +135,7 @@ class ModelBased(Policy):
 
     name: ClassVar[str] = "model-based"
     _explains: ClassVar[bool] = True
+    deterministic: ClassVar[bool] = True  # no exploration, no random tie-breaking: the seed changes nothing
     DEFAULTS: ClassVar[dict[str, Any]] = {
         "sweep_every": SWEEP_EVERY,
         "sweeps_per_update": SWEEPS_PER_UPDATE,
@@ -204,13 +205,33 @@ class ModelBased(Policy):
         self._cost: np.ndarray | None = None
         n_speeds = self.space.grid_shape[1]
         self._class_rank = np.arange(self.space.n_classes) % n_speeds
+        self._thresholds: np.ndarray | None = None  # n_c theta_s per class (tuples/s), from the brackets
+        # levels whose rate histogram changed since v_hat was last computed: all of them after a restore (the
+        # saved v_hat may predate the last rates)
+        self._dirty_levels = np.ones(self.spec.rate_levels.n, dtype=bool)
 
-    def _threshold_model(self) -> None:
+    def _threshold_model(self, dirty_only: bool = False) -> None:
         """v_hat[c, l] = P(rate > n_c theta_s | level l) with the learned per-replica bound theta of the class's
-        slowest speed and the learned distribution of the rates inside each level."""
-        theta = per_replica_bounds(self.thr_lo, self._upper_bounds())
-        thresholds = self.space.class_n * theta[self._class_rank]
-        new = level_exceedance(thresholds, self.rate_hist, self.spec.rate_levels)
+        slowest speed and the learned distribution of the rates inside each level.
+
+        ``dirty_only``: the bounds did not change, only the histogram did; recompute just the levels that received
+        a rate since the last refresh (their columns come out exactly as a full recomputation would give them)."""
+        if self._thresholds is None:
+            theta = per_replica_bounds(self.thr_lo, self._upper_bounds())
+            self._thresholds = self.space.class_n * theta[self._class_rank]
+            dirty_only = False
+        if dirty_only:
+            cols = np.flatnonzero(self._dirty_levels)
+            if len(cols) == 0:
+                return
+            new = level_exceedance(self._thresholds, self.rate_hist, self.spec.rate_levels, cols)
+            self._dirty_levels[:] = False
+            if not np.array_equal(new, self.v_hat[:, cols]):
+                self.v_hat[:, cols] = new
+                self._cost = None
+            return
+        new = level_exceedance(self._thresholds, self.rate_hist, self.spec.rate_levels)
+        self._dirty_levels[:] = False
         if not np.array_equal(new, self.v_hat):
             self.v_hat = new
             self._cost = None
@@ -266,6 +287,7 @@ class ModelBased(Policy):
         if self.threshold_mode:
             b = min(int(rate_now / self._bin_width), len(self.rate_hist) - 1)
             self.rate_hist[b] += 1.0
+            self._dirty_levels[min(b // HIST_BINS_PER_LEVEL, levels.n - 1)] = True
             if d >= 0:
                 c = int(self.space.cls[d])
                 rank, n = int(self._class_rank[c]), int(self.space.class_n[c])
@@ -300,6 +322,7 @@ class ModelBased(Policy):
                 st[5] = max(st[5], x / u)
                 changed = True
             if changed:
+                self._thresholds = None
                 self._threshold_model()
         elif d >= 0:
             c = self.space.cls[d]
@@ -312,7 +335,7 @@ class ModelBased(Policy):
         step = self.t + 1
         if step <= self.params["warmup_steps"] or step % self.sweep_every == 0:
             if self.threshold_mode:
-                self._threshold_model()  # the in-level rate distributions moved
+                self._threshold_model(dirty_only=True)  # the in-level rate distributions moved
             self._sweep(self.params["sweeps_per_update"])
         elif d >= 0 and self.params["local_radius"] > 0:
             if self._cost is None:
@@ -375,6 +398,7 @@ class ModelBased(Policy):
             self.thr_hi[:] = np.inf  # cap_stats stay: a replica's capacity does not depend on the bound
             self._project()
             if self.threshold_mode:
+                self._thresholds = None
                 self._threshold_model()
         self._model_key = key
         self._refresh_derived()
@@ -485,22 +509,32 @@ def capacity_estimates(cap_stats: np.ndarray) -> np.ndarray:
     return np.where(usable & (fit > out), fit, out)
 
 
-def level_exceedance(thresholds: np.ndarray, rate_hist: np.ndarray, levels: Any) -> np.ndarray:
+def level_exceedance(
+    thresholds: np.ndarray, rate_hist: np.ndarray, levels: Any, cols: np.ndarray | None = None
+) -> np.ndarray:
     """``out[c, l]`` = probability that a rate of level ``l`` exceeds ``thresholds[c]`` (tuples/s), from a
     histogram of observed rates (bins of ``levels.width / HIST_BINS_PER_LEVEL``; mass spread uniformly inside a
-    bin). A level without observations is taken as uniform over its nominal width."""
-    n = levels.n
-    width = levels.width
+    bin). A level without observations is taken as uniform over its nominal width. ``cols``: only these levels.
+
+    A column depends on its own level's bins only, bit for bit (the counts are whole numbers, so their running
+    sums are exact): recomputing the levels that received a rate gives what recomputing every level would."""
+    n, width = levels.n, levels.width
     bw = width / HIST_BINS_PER_LEVEL
-    edges = np.arange(len(rate_hist) + 1) * bw
+    cols = np.arange(n) if cols is None else np.asarray(cols)
+    top = cols == n - 1
+    first = cols * HIST_BINS_PER_LEVEL  # first bin of each level; the top level runs to the last bin
+    end = np.where(top, len(rate_hist), first + HIST_BINS_PER_LEVEL)
     cum = np.concatenate(([0.0], np.cumsum(rate_hist)))
-    lo_edge = np.arange(n) * width
-    hi_edge = np.append(lo_edge[1:], edges[-1])
-    mass = np.interp(hi_edge, edges, cum) - np.interp(lo_edge, edges, cum)
+    mass = cum[end] - cum[first]
+    lo_edge = cols * width
+    hi_edge = np.where(top, len(rate_hist) * bw, (cols + 1) * width)
     t = np.clip(thresholds[:, None], lo_edge[None, :], hi_edge[None, :])
-    below = np.interp(t, edges, cum) - np.interp(lo_edge, edges, cum)[None, :]
-    nominal_hi = np.append(lo_edge[1:], n * width)
-    uniform = np.clip((nominal_hi[None, :] - thresholds[:, None]) / width, 0.0, 1.0)
+    pos = (t - lo_edge) / bw  # bins from the level's lower edge
+    i = np.minimum(np.floor(pos), end - first - 1).astype(np.int64)
+    b = first + i
+    below = (cum[b] - cum[first]) + (pos - i) * rate_hist[b]
+    below = np.where(t >= hi_edge, mass, below)  # above the level: all of it, exactly
+    uniform = np.clip(((cols + 1) * width - thresholds[:, None]) / width, 0.0, 1.0)
     with np.errstate(invalid="ignore", divide="ignore"):
         observed = 1.0 - below / mass[None, :]
     return np.where(mass[None, :] > 0, np.clip(observed, 0.0, 1.0), uniform)

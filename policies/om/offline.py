@@ -51,6 +51,7 @@ class OfflineOptimum(Policy):
 
     name: ClassVar[str] = "dp"
     _explains: ClassVar[bool] = True
+    deterministic: ClassVar[bool] = True  # solved once from the known model: the seed changes nothing
     DEFAULTS: ClassVar[dict[str, Any]] = {"trace_path": "", "trace_steps": 0, "max_mixed_types": 0}
 
     @classmethod

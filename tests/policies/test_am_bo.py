@@ -173,6 +173,37 @@ def test_replications_average_runs_with_different_om_seeds() -> None:
     assert triple.evaluations == 1
 
 
+class DeterministicLookahead(OneStepLookahead):
+    deterministic: ClassVar[bool] = True
+
+
+@pytest.mark.parametrize("cls,runs", [(OneStepLookahead, 3), (DeterministicLookahead, 1)])
+def test_a_deterministic_om_is_simulated_once_per_candidate(cls: type, runs: int) -> None:
+    app = application("A")
+    obs = observations(app, 60)
+    seeds: list[int] = []
+
+    def counting(spec: OperatorSpec, seed: int) -> Policy:
+        seeds.append(seed)
+        return cls(spec, {}, seed)
+
+    bo = BayesianAM(app, NT, counting, replications=3)
+    out = bo.evaluate(bo.configuration, obs)
+    assert len(seeds) == runs * app.n  # one OM per operator per run
+    assert out["violations_pct_se"] == 0.0 and out["avg_resource_cost_se"] == 0.0
+    seeds.clear()
+    bo.evaluate(bo.configuration, obs, seed_offset=7919, replications=6)  # validation: held-out seeds
+    assert len(seeds) == (6 if runs > 1 else 1) * app.n
+
+
+def test_model_based_om_says_it_is_deterministic() -> None:
+    from policies.registry import load
+
+    assert load("om", "model-based").deterministic is True
+    assert load("om", "dp").deterministic is True
+    assert not getattr(load("om", "ql-pds-plus"), "deterministic", False)
+
+
 def test_bo_aims_at_margin_times_the_budgets() -> None:
     app = application("A")
     am = BayesianAM(app, NT, factory, eta_v=0.05, eta_r=0.10, margin=0.5)

@@ -285,6 +285,46 @@ def test_level_exceedance_of_uniform_rates_is_linear_inside_the_level() -> None:
     np.testing.assert_allclose(v[0, 10:], 1.0)
 
 
+def test_level_exceedance_of_some_levels_gives_exactly_those_columns_of_the_full_result() -> None:
+    from policies.model import RateLevels
+    from policies.om.model_based import HIST_BINS_PER_LEVEL, TOP_SPAN_LEVELS
+
+    levels = RateLevels(30, 650.0)
+    rng = np.random.default_rng(5)
+    hist = rng.poisson(2.0, HIST_BINS_PER_LEVEL * (levels.n - 1 + TOP_SPAN_LEVELS)).astype(float)
+    thresholds = rng.uniform(0.0, 700.0, 12)
+    full = level_exceedance(thresholds, hist, levels)
+    cols = np.array([0, 7, 8, 29])  # 29: the top level, whose histogram spans TOP_SPAN_LEVELS widths
+    np.testing.assert_array_equal(level_exceedance(thresholds, hist, levels, cols), full[:, cols])
+
+
+@pytest.mark.parametrize("sweep_every", [1, 7])
+def test_incremental_threshold_model_equals_a_full_recomputation_at_every_sweep(
+    taxi_head, sweep_every
+) -> None:
+    """Between changes of the bounds only the levels that received a rate are recomputed; at every sweep the
+    learned cost must still be what a recomputation of every level from the same statistics gives."""
+    trace = load_trace(taxi_head)[:1500]
+    spec = paper_spec("A", 3, 10)
+    policy = ModelBased(spec, {"sweep_every": sweep_every, "warmup_steps": 0})
+    checked = 0
+    original = policy._sweep
+
+    def checking_sweep(n: int) -> None:
+        nonlocal checked
+        theta = per_replica_bounds(policy.thr_lo, policy._upper_bounds())
+        thresholds = policy.space.class_n * theta[policy._class_rank]
+        full = level_exceedance(thresholds, policy.rate_hist, spec.rate_levels)
+        np.testing.assert_allclose(policy.v_hat, full, rtol=1e-12, atol=1e-12)
+        checked += 1
+        original(n)
+
+    policy._sweep = checking_sweep
+    run_operator(trace, policy)
+    assert checked >= len(trace) // sweep_every - 1
+    assert np.isfinite(policy.thr_hi).any()  # the bounds moved during the run: both paths were exercised
+
+
 def test_threshold_learner_brackets_the_true_per_replica_bound(taxi_head) -> None:
     trace = load_trace(taxi_head)
     spec = paper_spec("A", 3, 10)
