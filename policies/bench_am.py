@@ -162,6 +162,12 @@ def main_am(argv: list[str] | None = None) -> int:
         help="validation replays the observed window cyclically over this many periods (default: once)",
     )
     ap.add_argument(
+        "--validation-phases",
+        action="store_true",
+        help="held-out run r of n starts the replay at period r * len / n of the observed window (the spread a "
+        "deterministic OM such as model-based has)",
+    )
+    ap.add_argument(
         "--fallback",
         type=int,
         default=0,
@@ -226,13 +232,13 @@ def main_am(argv: list[str] | None = None) -> int:
         if not args.no_write:  # after every setting, so a long run leaves its partial results
             done = sum(1 for r in rows if r["am"] == "bo")
             note = "" if done == n_settings else f"\n\n(partial: {done} of {n_settings} settings so far)"
-            publish(render(rows, om, args, bo_times, time.perf_counter() - start, bo_cpu) + note, argv)
+            publish(render(rows, om, args, bo_times, time.perf_counter() - start, bo_cpu) + note, argv, om)
     if pool is not None:
         pool.shutdown()
     md = render(rows, om, args, bo_times, time.perf_counter() - start, bo_cpu)
     print(md)
     if not args.no_write:
-        publish(md, argv)
+        publish(md, argv, om)
     return 0
 
 
@@ -272,6 +278,7 @@ def run_setting(job: tuple) -> tuple[list[dict[str, Any]], list[float], list[flo
         validation_load=args.validation_load,
         validation_steps=args.validation_steps,
         fallback_top=args.fallback,
+        validation_phases=getattr(args, "validation_phases", False),
     )
     t0 = time.perf_counter()
     cfg = bo.optimise(obs)
@@ -353,11 +360,16 @@ def run_setting(job: tuple) -> tuple[list[dict[str, Any]], list[float], list[flo
     return rows, bo_times, bo_cpu
 
 
-def publish(md: str, argv: list[str] | None) -> None:
+def section_name(om: str) -> str:
+    """The docs/benchmarks.md section of a run: ``am`` for the paper's OMs (ql-pds-plus), ``am-<om>`` else."""
+    return "am" if om == "ql-pds-plus" else f"am-{om}"
+
+
+def publish(md: str, argv: list[str] | None, om: str = "ql-pds-plus") -> None:
     from policies.benchdoc import write_section
 
     cmd = "python -m policies.bench am " + " ".join(argv if argv is not None else sys.argv[1:])
-    write_section("am", md, cmd.strip())
+    write_section(section_name(om), md, cmd.strip())
 
 
 def render(
@@ -387,13 +399,20 @@ def render(
         f"capacity {BUCKET:g} refilled at eta_R per period with {RESERVE:g} token kept for scale-outs, changes of "
         f"one period batched; BO aims at {args.margin:g} x eta_V and "
         f"{args.margin if getattr(args, 'margin_r', None) is None else args.margin_r:g} x eta_R in simulation, "
-        f"{args.replications} simulation(s) per candidate (the same OM seeds for every candidate)"
+        f"{args.replications} simulation(s) per candidate (the same OM seeds for every candidate"
+        + ("; a deterministic OM is simulated once" if _deterministic(om) else "")
+        + ")"
         + (
             f"; the naive warm start, the chosen and the cheapest candidates are then re-run on {args.validation} "
             f"held-out OM seeds (observed rates x {getattr(args, 'validation_load', 1.0):g}"
             + (
                 f", replayed over {args.validation_steps} periods"
                 if getattr(args, "validation_steps", None)
+                else ""
+            )
+            + (
+                ", run r of n starting at period r x window / n of the observed window"
+                if getattr(args, "validation_phases", False)
                 else ""
             )
             + f") and the cheapest one "
@@ -460,6 +479,12 @@ def render(
         f"Whole benchmark: {wall:.0f} s.",
     ]
     return "\n".join(lines)
+
+
+def _deterministic(om: str) -> bool:
+    from policies.registry import load
+
+    return bool(getattr(load("om", om), "deterministic", False))
 
 
 def _load() -> str:

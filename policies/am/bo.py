@@ -21,8 +21,10 @@ are fitted; the token bucket already bounds the reconfigurations, so ``margin_r`
 ``validation_replications`` > 0, the warm start (always), the chosen configuration and the cheapest candidates
 (at most ``validate_top``) are re-run with held-out OM seeds, optionally on the observed rates scaled by
 ``validation_load`` (headroom for a busier future) and replayed cyclically over ``validation_steps`` periods
-(the horizon the configuration will hold: a learning OM's early mistakes weigh as much as they will), and the
-cheapest one whose violations and reconfigurations plus ``validation_k`` standard errors of those runs meet the
+(the horizon the configuration will hold: a learning OM's early mistakes weigh as much as they will) --
+with ``validation_phases`` each held-out run also starts the replay at a different point of the window (a
+deterministic OM, e.g. ``model-based``, has no seed spread; the phase at which it starts learning is what its
+outcome then varies with) -- and the cheapest one whose violations and reconfigurations plus ``validation_k`` standard errors of those runs meet the
 full budgets is applied: this guards against a candidate whose training runs were merely lucky (the margin is
 calibrated per setting by the spread of the held-out runs), and an incumbent that already meets the budgets is
 never replaced by a costlier configuration. When the observations say what really happened while the warm start
@@ -174,6 +176,7 @@ class BayesianAM:
         validation_load: float = 1.0,
         validation_steps: int | None = None,
         fallback_top: int = 0,
+        validation_phases: bool = False,
     ) -> None:
         self.app = app
         self.node_types = tuple(node_types)
@@ -212,6 +215,9 @@ class BayesianAM:
             _int_at_least("validation_steps", validation_steps, 1, unit=" periods")
         self.validation_steps = validation_steps
         self.fallback_top = _int_at_least("fallback_top", fallback_top, 0)
+        if not isinstance(validation_phases, bool):
+            raise ValueError(f"validation_phases: must be true or false, got {validation_phases!r}")
+        self.validation_phases = validation_phases
         #: (training cost $/h, margined-feasible, feasible at the full budgets, configuration, training
         #: violations %) of every evaluation
         self._candidates: list[tuple[float, bool, bool, AMConfiguration, float]] = []
@@ -239,26 +245,37 @@ class BayesianAM:
         seed_offset: int = 0,
         replications: int | None = None,
         steps: int | None = None,
+        phases: bool = False,
+        horizon: int | None = None,
     ) -> dict[str, Any]:
         """Simulate ``config`` on the observed trace with the fitted models; the run's summary, averaged over
         ``replications`` runs with different OM seeds (a learning OM's outcome varies a lot from seed to seed).
         ``seed_offset`` > 0 selects held-out seeds (validation). OMs whose class says ``deterministic`` (their
         decisions do not depend on the seed, e.g. ``model-based``) run once: the simulator is deterministic too,
-        so further runs would repeat the first (standard errors 0)."""
+        so further runs would repeat the first (standard errors 0) -- unless ``phases``: run ``r`` of ``n`` then
+        replays the observed rates from period ``r * len / n`` on (wrapping round), so the runs differ by the
+        time of day at which the OMs start learning and the spread of their outcomes measures how much the
+        configuration's violations depend on the phase of the load. ``horizon``: replay the (shifted) rates
+        cyclically over this many periods."""
         runs = []
         n_runs = self.replications if replications is None else replications
         rep = 0
         while rep < n_runs:
+            rates = obs.rates
+            if phases and rep:
+                rates = np.roll(rates, -(rep * len(rates)) // n_runs)
+            if horizon is not None:
+                rates = np.resize(rates, horizon)
             oms = []
             for u in range(self.app.n):
                 spec = self.app.operator_spec(u, self.node_types, float(config.bounds_s[u]), config.weights)
                 spec.model = obs.models[u]
                 oms.append(self.om_factory(spec, self.seed + seed_offset + 1000 * rep + u))
-            if all(getattr(om, "deterministic", False) for om in oms):
+            if not phases and all(getattr(om, "deterministic", False) for om in oms):
                 n_runs = 1
             res = simulate_application(
                 self.app,
-                obs.rates,
+                rates,
                 self.node_types,
                 oms=oms,
                 arbiter=self.new_arbiter(),
@@ -462,7 +479,8 @@ class BayesianAM:
         self, chosen: AMConfiguration, last_good: AMConfiguration, obs: Observations, deadline: float
     ) -> tuple[AMConfiguration, list[dict[str, Any]]]:
         """Re-run, with ``validation_replications`` held-out OM seeds on the observed rates times
-        ``validation_load`` (replayed cyclically over ``validation_steps`` periods when given), the warm start
+        ``validation_load`` (replayed cyclically over ``validation_steps`` periods when given; with
+        ``validation_phases`` run ``r`` starts at period ``r * len / validation_replications``), the warm start
         (always), the chosen configuration and the cheapest candidates (in training) that met the margined
         budgets, then those that met the full budgets (``validate_top`` in all besides the warm start). A
         configuration passes when its mean violations and reconfigurations plus ``validation_k`` standard errors
@@ -481,10 +499,9 @@ class BayesianAM:
                 break
             if keys(config) not in [keys(o) for o in ordered]:
                 ordered.append(config)
-        rates = obs.rates * self.validation_load
-        if self.validation_steps is not None:  # replay the observed window cyclically over the horizon
-            rates = np.resize(rates, self.validation_steps)
-        held_out = Observations(rates, obs.models)
+        held_out = Observations(obs.rates * self.validation_load, obs.models)
+        # replay the observed window cyclically over the horizon
+        horizon = self.validation_steps if self.validation_steps is not None else len(obs.rates)
         checked: list[dict[str, Any]] = []
         passing: list[tuple[float, int, AMConfiguration]] = []
         closest: list[tuple[float, float, AMConfiguration]] = []
@@ -495,7 +512,9 @@ class BayesianAM:
                 held_out,
                 seed_offset=7919,
                 replications=self.validation_replications,
-                steps=len(rates),
+                steps=horizon,
+                phases=self.validation_phases,
+                horizon=horizon,
             )
             k = self.validation_k
             upper = {

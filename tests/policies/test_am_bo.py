@@ -118,6 +118,7 @@ def test_bo_timeout_keeps_a_configuration_and_records_the_timeout() -> None:
         ({"max_rounds": 0}, "max_rounds"),
         ({"epsilon": 1.2}, "epsilon"),
         ({"replications": 0}, "replications"),
+        ({"validation_phases": "yes"}, "validation_phases"),
     ],
 )
 def test_bad_am_parameters_are_rejected_naming_the_field(kwargs: dict, field: str) -> None:
@@ -194,6 +195,57 @@ def test_a_deterministic_om_is_simulated_once_per_candidate(cls: type, runs: int
     seeds.clear()
     bo.evaluate(bo.configuration, obs, seed_offset=7919, replications=6)  # validation: held-out seeds
     assert len(seeds) == (6 if runs > 1 else 1) * app.n
+
+
+def test_phased_replays_start_each_run_at_a_different_point_of_the_window() -> None:
+    """With ``phases`` even a deterministic OM runs every replication, run r of n replaying the observed
+    window from period r * len / n on, cyclically over the horizon."""
+    app = application("A")
+    obs = observations(app, 60)
+    starts: list[list[float]] = []
+
+    def recording(spec: OperatorSpec, seed: int) -> Policy:
+        om = DeterministicLookahead(spec, {}, seed)
+        seen: list[float] = []
+        starts.append(seen)
+        decide = om._decide
+
+        def spy(k, rate, o, explain):  # noqa: ANN001, ANN202 - Policy._decide signature
+            seen.append(rate)
+            return decide(k, rate, o, explain)
+
+        om._decide = spy
+        return om
+
+    bo = BayesianAM(app, NT, recording)
+    out = bo.evaluate(bo.configuration, obs, replications=3, phases=True, horizon=90, steps=90)
+    firsts = [seen[0] for seen in starts[:: app.n]]  # the source operator of each run
+    assert len(starts) == 3 * app.n
+    assert firsts == pytest.approx([obs.rates[0], obs.rates[20], obs.rates[40]])
+    assert all(len(seen) == 90 for seen in starts)  # replayed past the end of the 60-period window
+    assert starts[0][60] == pytest.approx(obs.rates[0])
+    assert out["steps"] == 90
+    assert out["violations_pct_se"] >= 0.0
+
+
+@pytest.mark.parametrize("phases", [False, True])
+def test_validation_of_a_deterministic_om_runs_phased_replays_only_when_asked(phases: bool) -> None:
+    app = application("A")
+    obs = observations(app, 120)
+    seeds: list[int] = []
+
+    def counting(spec: OperatorSpec, seed: int) -> Policy:
+        seeds.append(seed)
+        return DeterministicLookahead(spec, {}, seed)
+
+    bo = BayesianAM(
+        app, NT, counting, n_bo=3, max_rounds=1, seed=0, validation_replications=4, validation_phases=phases
+    )
+    bo.optimise(obs)
+    checked = bo.history[-1]["validation"]
+    held_out = [s for s in seeds if s >= 7919]  # validation seeds (seed_offset 7919)
+    assert len(held_out) == len(checked) * (4 if phases else 1) * app.n
+    assert all(c["periods"] == 120 for c in checked)
 
 
 def test_model_based_om_says_it_is_deterministic() -> None:
