@@ -391,11 +391,16 @@ class ModelBased(Policy):
         if key == self._model_key:
             return
         if key[3] != self._model_key[3]:
-            # violation statistics were about the old bound: they no longer describe the unknown cost
+            # violation statistics were about the old bound: the frequencies no longer describe the unknown cost;
+            # of the threshold bracket the half that a monotone response time keeps true stays: under a looser
+            # bound no rate that met the old one violates (lo stays), under a tighter one every rate that violated
+            # the old one still does (hi stays). cap_stats stay: a replica's capacity does not depend on the bound
             self.visits[:] = 0.0
             self.violations[:] = 0.0
-            self.thr_lo[:] = 0.0
-            self.thr_hi[:] = np.inf  # cap_stats stay: a replica's capacity does not depend on the bound
+            if key[3] > self._model_key[3]:
+                self.thr_hi[:] = np.inf
+            else:
+                self.thr_lo[:] = 0.0
             self._project()
             if self.threshold_mode:
                 self._thresholds = None

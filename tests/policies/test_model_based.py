@@ -226,6 +226,27 @@ def test_reconfigure_keeps_statistics_and_recomputes_values(taxi_head) -> None:
     assert ModelBased.from_state(paper_spec("A", 3, 10), data).state_bytes() == data
 
 
+def test_a_new_bound_keeps_the_half_of_the_threshold_bracket_that_stays_true(taxi_head) -> None:
+    trace = load_trace(taxi_head)[:1500]
+    spec = paper_spec("A", 3, 10)
+    r0 = spec.r_max_s  # the policy shares the spec: reconfigure changes it
+    policy = ModelBased(spec)
+    run_steps(policy, trace, np.array([1, 0, 0]))
+    hi = policy.thr_hi.copy()
+    assert policy.thr_lo.max() > 0 and np.isfinite(hi).any()
+    # tighter: every rate that violated the old bound violates the new one (hi kept); meeting it says nothing
+    policy.reconfigure(r_max_s=r0 / 2)
+    np.testing.assert_array_equal(policy.thr_hi, hi)
+    assert (policy.thr_lo == 0).all()
+    # looser (back to the first bound): what met the old bound meets the new one (lo kept)
+    run_steps(policy, trace[:300], np.array([3, 0, 0]))
+    lo = policy.thr_lo.copy()
+    assert lo.max() > 0
+    policy.reconfigure(r_max_s=r0)
+    np.testing.assert_array_equal(policy.thr_lo, lo)
+    assert np.isinf(policy.thr_hi).all()
+
+
 def test_deployment_outside_the_reduced_space_moves_back_into_it() -> None:
     spec = paper_spec("A", 10, 20)
     policy = ModelBased(spec, {"warmup_steps": 0, "sweep_every": 1000})
