@@ -178,17 +178,22 @@ class DeterministicLookahead(OneStepLookahead):
     deterministic: ClassVar[bool] = True
 
 
+def counting_factory(cls: type, seeds: list[int]):  # noqa: ANN201 - an OMFactory
+    """An OM factory building ``cls`` that records the seed of every OM it builds."""
+
+    def build(spec: OperatorSpec, seed: int) -> Policy:
+        seeds.append(seed)
+        return cls(spec, {}, seed)
+
+    return build
+
+
 @pytest.mark.parametrize("cls,runs", [(OneStepLookahead, 3), (DeterministicLookahead, 1)])
 def test_a_deterministic_om_is_simulated_once_per_candidate(cls: type, runs: int) -> None:
     app = application("A")
     obs = observations(app, 60)
     seeds: list[int] = []
-
-    def counting(spec: OperatorSpec, seed: int) -> Policy:
-        seeds.append(seed)
-        return cls(spec, {}, seed)
-
-    bo = BayesianAM(app, NT, counting, replications=3)
+    bo = BayesianAM(app, NT, counting_factory(cls, seeds), replications=3)
     out = bo.evaluate(bo.configuration, obs)
     assert len(seeds) == runs * app.n  # one OM per operator per run
     assert out["violations_pct_se"] == 0.0 and out["avg_resource_cost_se"] == 0.0
@@ -233,13 +238,15 @@ def test_validation_of_a_deterministic_om_runs_phased_replays_only_when_asked(ph
     app = application("A")
     obs = observations(app, 120)
     seeds: list[int] = []
-
-    def counting(spec: OperatorSpec, seed: int) -> Policy:
-        seeds.append(seed)
-        return DeterministicLookahead(spec, {}, seed)
-
     bo = BayesianAM(
-        app, NT, counting, n_bo=3, max_rounds=1, seed=0, validation_replications=4, validation_phases=phases
+        app,
+        NT,
+        counting_factory(DeterministicLookahead, seeds),
+        n_bo=3,
+        max_rounds=1,
+        seed=0,
+        validation_replications=4,
+        validation_phases=phases,
     )
     bo.optimise(obs)
     checked = bo.history[-1]["validation"]
