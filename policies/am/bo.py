@@ -25,9 +25,9 @@ are fitted; the token bucket already bounds the reconfigurations, so ``margin_r`
 with ``validation_phases`` each held-out run also starts the replay at a different point of the window (a
 deterministic OM, e.g. ``model-based``, has no seed spread; the phase at which it starts learning is what its
 outcome then varies with) -- and the cheapest one whose violations and reconfigurations plus ``validation_k``
-standard errors of those runs meet the full budgets is applied: this guards against a candidate whose training runs were merely lucky (the margin is
-calibrated per setting by the spread of the held-out runs), and an incumbent that already meets the budgets is
-never replaced by a costlier configuration. When the observations say what really happened while the warm start
+standard errors of those runs meet the full budgets is applied: this guards against a candidate whose training
+runs were merely lucky (the margin is calibrated per setting by the spread of the held-out runs), and an
+incumbent that already meets the budgets is never replaced by a costlier configuration. When the observations say what really happened while the warm start
 ran over the observed window (:class:`Observations` ``observed_violation_fraction`` and
 ``observed_reconfiguration_fraction``) and both are within eta_V / ``validation_load`` and eta_R /
 ``validation_load`` (the same headroom for a busier future the validation runs get; a load below 1 does not
