@@ -21,21 +21,21 @@ are fitted; the token bucket already bounds the reconfigurations, so ``margin_r`
 ``validation_replications`` > 0, the warm start (always), the chosen configuration and the cheapest candidates
 (at most ``validate_top``) are re-run with held-out OM seeds, optionally on the observed rates scaled by
 ``validation_load`` (headroom for a busier future) and replayed cyclically over ``validation_steps`` periods
-(the horizon the configuration will hold: a learning OM's early mistakes weigh as much as they will) --
-with ``validation_phases`` each held-out run also starts the replay at a different point of the window (a
-deterministic OM, e.g. ``model-based``, has no seed spread; the phase at which it starts learning is what its
-outcome then varies with) -- and the cheapest one whose violations and reconfigurations plus ``validation_k``
-standard errors of those runs meet the full budgets is applied: this guards against a candidate whose training
-runs were merely lucky (the margin is calibrated per setting by the spread of the held-out runs), and an
-incumbent that already meets the budgets is never replaced by a costlier configuration. When the observations say what really happened while the warm start
-ran over the observed window (:class:`Observations` ``observed_violation_fraction`` and
+(the horizon the configuration will hold: a learning OM's early mistakes weigh as much as they will) -- with
+``validation_phases`` each held-out run also starts the replay at a different point of the window (a deterministic
+OM, e.g. ``model-based``, has no seed spread; the phase at which it starts learning is what its outcome then varies
+with) -- and the cheapest one whose violations and reconfigurations plus ``validation_k`` standard errors of those
+runs meet the full budgets is applied: this guards against a candidate whose training runs were merely lucky (the
+margin is calibrated per setting by the spread of the held-out runs), and an incumbent that already meets the
+budgets is never replaced by a costlier configuration. When the observations say what really happened while the warm
+start ran over the observed window (:class:`Observations` ``observed_violation_fraction`` and
 ``observed_reconfiguration_fraction``) and both are within eta_V / ``validation_load`` and eta_R /
-``validation_load`` (the same headroom for a busier future the validation runs get; a load below 1 does not
-loosen the budgets), the warm start counts as passing validation even if the simulator says otherwise (its
-fitted models are pessimistic), and without validation it is
-kept unless BO found a configuration cheaper in training that meets the margined budgets there: BO never applies
-a configuration costlier than an incumbent that reality showed to be within the budgets. If the optimisation
-raises or runs out of time, the AM keeps the last good configuration and records why in ``history``.
+``validation_load`` (the same headroom for a busier future the validation runs get; a load below 1 does not loosen
+the budgets), the warm start counts as passing validation even if the simulator says otherwise (its fitted models
+are pessimistic), and without validation it is kept unless BO found a configuration cheaper in training that meets
+the margined budgets there: BO never applies a configuration costlier than an incumbent that reality showed to be
+within the budgets. If the optimisation raises or runs out of time, the AM keeps the last good configuration and
+records why in ``history``.
 """
 
 from __future__ import annotations
