@@ -331,6 +331,10 @@ class Policy(ABC):
         self._set_state(meta, arrays)
         self._on_reconfigure()
 
+    def forget_last_decision(self) -> None:
+        """Start a new run: the next :meth:`act` learns nothing from the period before it (there was none)."""
+        self._prev = None
+
     @classmethod
     def from_state(cls, spec: OperatorSpec, data: bytes) -> Policy:
         policy = cls(spec)

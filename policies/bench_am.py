@@ -71,10 +71,12 @@ def run_config(
     obs_steps: int = 0,
     prior: np.ndarray | None = None,
     skip: int = 0,
+    warm_oms: bool = False,
 ) -> dict[str, Any]:
     """Run ``cfg`` on ``trace``; with ``bo`` the AM re-optimises every ``reopt_every`` periods from the last
     ``obs_steps`` observed rates (``prior``: rates observed before the run) and applies the result at run time.
-    The summary leaves out the first ``skip`` periods (they are run: the OMs learn there)."""
+    The summary leaves out the first ``skip`` periods (they are run: the OMs learn there). ``warm_oms``: a
+    re-optimisation simulates its candidates with OMs that start from the running OMs' states."""
     factory = om_factory_from_registry(om)
     oms = [
         factory(app.operator_spec(u, nt, float(cfg.bounds_s[u]), cfg.weights), seed + u) for u in range(app.n)
@@ -88,7 +90,10 @@ def run_config(
 
         def hook(t: int, seen: np.ndarray) -> AMConfiguration:
             recent = np.concatenate([history, seen])[-obs_steps:]
-            return bo.optimise(observe(app, recent, seed + t))
+            obs = observe(app, recent, seed + t)
+            if warm_oms:
+                obs = dataclasses.replace(obs, om_states=[om.state_bytes() for om in oms])
+            return bo.optimise(obs)
 
     res = simulate_application(
         app, trace, nt, oms=oms, arbiter=am.arbiter, am_hook=hook, hook_every=reopt_every
@@ -138,6 +143,11 @@ def main_am(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument(
         "--reopt-every", type=int, default=5000, help="BO AM re-optimises every N periods (0: never)"
+    )
+    ap.add_argument(
+        "--warm-oms",
+        action="store_true",
+        help="re-optimisations (--reopt-every) simulate candidates with OMs starting from the running OMs' states",
     )
     ap.add_argument("--replications", type=int, default=1, help="BO simulations per candidate (OM seeds)")
     ap.add_argument(
@@ -298,6 +308,7 @@ def run_setting(job: tuple) -> tuple[list[dict[str, Any]], list[float], list[flo
         args.reopt_every,
         args.obs_steps,
         observed,
+        warm_oms=getattr(args, "warm_oms", False),
     )
     bo_times += [h["seconds"] for h in bo.history[n_before:]]
     bo_cpu += [h["cpu_seconds"] for h in bo.history[1:]]
@@ -385,7 +396,12 @@ def render(
 
     reopt = (
         f"The BO AM re-optimises every {args.reopt_every} periods from the last {args.obs_steps} observed "
-        "periods and applies the result to the running OMs (`Policy.reconfigure`). "
+        "periods and applies the result to the running OMs (`Policy.reconfigure`)"
+        + (
+            "; its candidates are simulated with OMs that start from the running OMs' states. "
+            if getattr(args, "warm_oms", False)
+            else ". "
+        )
         if args.reopt_every > 0
         else "The BO AM optimises once, before the run. "
     )

@@ -85,8 +85,15 @@ class Observations:
     models: list[QueueModel]
     observed_violation_fraction: float | None = None
     observed_reconfiguration_fraction: float | None = None
+    #: the running OMs' saved states (``Policy.state_bytes``), one per operator: the simulated OMs then start
+    #: from what the running ones learned instead of from scratch (re-tuning at run time)
+    om_states: list[bytes] | None = None
 
     def __post_init__(self) -> None:
+        if self.om_states is not None and len(self.om_states) != len(self.models):
+            raise ValueError(
+                f"om_states: one state per operator expected ({len(self.models)}), got {len(self.om_states)}"
+            )
         for name in ("observed_violation_fraction", "observed_reconfiguration_fraction"):
             value = getattr(self, name)
             if value is None:
@@ -270,7 +277,12 @@ class BayesianAM:
             for u in range(self.app.n):
                 spec = self.app.operator_spec(u, self.node_types, float(config.bounds_s[u]), config.weights)
                 spec.model = obs.models[u]
-                oms.append(self.om_factory(spec, self.seed + seed_offset + 1000 * rep + u))
+                om = self.om_factory(spec, self.seed + seed_offset + 1000 * rep + u)
+                if obs.om_states is not None:  # continue from the running OM, under the candidate's bound/weights
+                    om.load_state(obs.om_states[u])
+                    om.reconfigure(config.weights, float(config.bounds_s[u]))
+                    om.forget_last_decision()
+                oms.append(om)
             if not phases and all(getattr(om, "deterministic", False) for om in oms):
                 n_runs = 1
             res = simulate_application(
@@ -499,7 +511,7 @@ class BayesianAM:
                 break
             if keys(config) not in [keys(o) for o in ordered]:
                 ordered.append(config)
-        held_out = Observations(obs.rates * self.validation_load, obs.models)
+        held_out = Observations(obs.rates * self.validation_load, obs.models, om_states=obs.om_states)
         # replay the observed window cyclically over the horizon
         horizon = self.validation_steps if self.validation_steps is not None else len(obs.rates)
         checked: list[dict[str, Any]] = []

@@ -255,6 +255,46 @@ def test_validation_of_a_deterministic_om_runs_phased_replays_only_when_asked(ph
     assert all(c["periods"] == 120 for c in checked)
 
 
+def test_candidates_can_be_simulated_with_oms_that_continue_from_the_running_ones() -> None:
+    """Re-tuning at run time: with ``om_states`` each simulated OM starts from the running OM's state (what it
+    learned, its step count) under the candidate's bound and weights, and learns nothing from a transition
+    into the first simulated period."""
+    from policies.am.bo import om_factory_from_registry
+    from policies.am.naive import NaiveAM
+
+    app = application("A")
+    obs = observations(app, 200)
+    running = NaiveAM(app, 0.05, 0.1).configuration
+    oms = [
+        om_factory_from_registry("model-based")(
+            app.operator_spec(u, NT, float(running.bounds_s[u]), running.weights), u
+        )
+        for u in range(app.n)
+    ]
+    simulate_application(app, obs.rates, NT, oms=oms, arbiter=Arbiter(0.1, 3.0, k_max=app.k_max))
+    trained_t = [om.t for om in oms]
+    assert min(trained_t) > 100
+    built: list[Policy] = []
+    base = om_factory_from_registry("model-based")
+
+    def keeping(spec: OperatorSpec, seed: int) -> Policy:
+        built.append(base(spec, seed))
+        return built[-1]
+
+    bo = BayesianAM(app, NT, keeping)
+    candidate = AMConfiguration(running.bounds_s * 1.2, CostWeights(0.5, 0.3, 0.2))
+    warm = Observations(obs.rates[:50], obs.models, om_states=[om.state_bytes() for om in oms])
+    bo.evaluate(candidate, warm)
+    assert [om.t for om in built] == [t + 49 for t in trained_t]  # 50 periods, the first one teaches nothing
+    assert all(om.spec.r_max_s == pytest.approx(b) for om, b in zip(built, candidate.bounds_s, strict=True))
+    assert all(om.spec.weights == candidate.weights for om in built)
+    built.clear()
+    bo.evaluate(candidate, Observations(obs.rates[:50], obs.models))
+    assert [om.t for om in built] == [49] * app.n  # from scratch
+    with pytest.raises(ValueError, match=r"^om_states: one state per operator"):
+        Observations(obs.rates, obs.models, om_states=[oms[0].state_bytes()])
+
+
 def test_model_based_om_says_it_is_deterministic() -> None:
     from policies.registry import load
 
