@@ -155,6 +155,9 @@ class Policy(ABC):
 
     name: ClassVar[str] = ""
     DEFAULTS: ClassVar[dict[str, Any]] = {}
+    #: the decisions do not depend on the seed (no exploration, no random tie-breaking): one run of a
+    #: configuration says all that more runs would (benchmarks and the BO AM simulate it once)
+    deterministic: ClassVar[bool] = False
 
     def __init__(self, spec: OperatorSpec, params: dict[str, Any] | None = None, seed: int = 0) -> None:
         self.spec = spec

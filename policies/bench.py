@@ -141,10 +141,6 @@ def availability(name: str) -> tuple[type | None, str]:
         return None, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
 
 
-def is_deterministic(name: str, cls: type) -> bool:
-    return bool(getattr(cls, "deterministic", False))
-
-
 def load_reference(path: Path = REFERENCE_CSV) -> dict[tuple[str, int, int, str, str], dict[str, str]]:
     """Published values keyed by (trace, K_max, N_res, our policy name, infra); values kept as printed."""
     out: dict[tuple[str, int, int, str, str], dict[str, str]] = {}
@@ -216,7 +212,7 @@ def run_grid(
         if cls is None:
             unavailable[name] = reason
             continue
-        n_seeds = 1 if is_deterministic(name, cls) else seeds
+        n_seeds = 1 if cls.deterministic else seeds
         starts = ["policy", "type0"] if type0_variants and name in TYPE0_VARIANTS else ["policy"]
         for k_max in k_maxes:
             for n_res in node_types:

@@ -33,6 +33,7 @@ from policies.am.bo import BayesianAM, Observations, fit_queue_model, om_factory
 from policies.am.centralized import CentralizedAM
 from policies.am.naive import AMConfiguration, NaiveAM
 from policies.apps import Application, application
+from policies.base import Policy
 from policies.model import NodeType, infrastructure
 from policies.paths import taxi_trace
 from policies.sim.application import simulate_application
@@ -416,7 +417,7 @@ def render(
         f"one period batched; BO aims at {args.margin:g} x eta_V and "
         f"{args.margin if getattr(args, 'margin_r', None) is None else args.margin_r:g} x eta_R in simulation, "
         f"{args.replications} simulation(s) per candidate (the same OM seeds for every candidate"
-        + ("; a deterministic OM is simulated once" if _deterministic(om) else "")
+        + ("; a deterministic OM is simulated once" if _om_class(om).deterministic else "")
         + ")"
         + (
             f"; the naive warm start, the chosen and the cheapest candidates are then re-run on {args.validation} "
@@ -497,10 +498,10 @@ def render(
     return "\n".join(lines)
 
 
-def _deterministic(om: str) -> bool:
+def _om_class(om: str) -> type[Policy]:
     from policies.registry import load
 
-    return bool(getattr(load("om", om), "deterministic", False))
+    return load("om", om)
 
 
 def _load() -> str:

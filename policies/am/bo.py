@@ -266,8 +266,7 @@ class BayesianAM:
         cyclically over this many periods."""
         runs = []
         n_runs = self.replications if replications is None else replications
-        rep = 0
-        while rep < n_runs:
+        for rep in range(n_runs):
             rates = obs.rates
             if phases and rep:
                 rates = np.roll(rates, -(rep * len(rates)) // n_runs)
@@ -278,13 +277,12 @@ class BayesianAM:
                 spec = self.app.operator_spec(u, self.node_types, float(config.bounds_s[u]), config.weights)
                 spec.model = obs.models[u]
                 om = self.om_factory(spec, self.seed + seed_offset + 1000 * rep + u)
-                if obs.om_states is not None:  # continue from the running OM, under the candidate's bound/weights
+                # continue from the running OM, under the candidate's bound and weights
+                if obs.om_states is not None:
                     om.load_state(obs.om_states[u])
                     om.reconfigure(config.weights, float(config.bounds_s[u]))
                     om.forget_last_decision()
                 oms.append(om)
-            if not phases and all(getattr(om, "deterministic", False) for om in oms):
-                n_runs = 1
             res = simulate_application(
                 self.app,
                 rates,
@@ -295,7 +293,8 @@ class BayesianAM:
                 steps=self.sim_steps if steps is None else steps,
             )
             runs.append(res.summary(self.eta_v, self.eta_r))
-            rep += 1
+            if not phases and all(om.deterministic for om in oms):
+                break
         self.evaluations += 1
         out = dict(runs[0])
         for key in (

@@ -210,30 +210,24 @@ class ModelBased(Policy):
         # saved v_hat may predate the last rates)
         self._dirty_levels = np.ones(self.spec.rate_levels.n, dtype=bool)
 
-    def _threshold_model(self, dirty_only: bool = False) -> None:
+    def _threshold_model(self) -> None:
         """v_hat[c, l] = P(rate > n_c theta_s | level l) with the learned per-replica bound theta of the class's
         slowest speed and the learned distribution of the rates inside each level.
 
-        ``dirty_only``: the bounds did not change, only the histogram did; recompute just the levels that received
-        a rate since the last refresh (their columns come out exactly as a full recomputation would give them)."""
+        Only what is stale is recomputed: every level after the bounds changed (``_thresholds`` is None), else
+        the levels that received a rate since the last refresh -- their columns come out exactly as a full
+        recomputation would give them (:func:`level_exceedance`)."""
         if self._thresholds is None:
             theta = per_replica_bounds(self.thr_lo, self._upper_bounds())
             self._thresholds = self.space.class_n * theta[self._class_rank]
-            dirty_only = False
-        if dirty_only:
-            cols = np.flatnonzero(self._dirty_levels)
-            if len(cols) == 0:
-                return
-            new = level_exceedance(self._thresholds, self.rate_hist, self.spec.rate_levels, cols)
-            self._dirty_levels[:] = False
-            if not np.array_equal(new, self.v_hat[:, cols]):
-                self.v_hat[:, cols] = new
-                self._cost = None
+            self._dirty_levels[:] = True
+        cols = np.flatnonzero(self._dirty_levels)
+        if len(cols) == 0:
             return
-        new = level_exceedance(self._thresholds, self.rate_hist, self.spec.rate_levels)
+        new = level_exceedance(self._thresholds, self.rate_hist, self.spec.rate_levels, cols)
         self._dirty_levels[:] = False
-        if not np.array_equal(new, self.v_hat):
-            self.v_hat = new
+        if not np.array_equal(new, self.v_hat[:, cols]):
+            self.v_hat[:, cols] = new
             self._cost = None
 
     def _upper_bounds(self) -> np.ndarray:
@@ -335,7 +329,7 @@ class ModelBased(Policy):
         step = self.t + 1
         if step <= self.params["warmup_steps"] or step % self.sweep_every == 0:
             if self.threshold_mode:
-                self._threshold_model(dirty_only=True)  # the in-level rate distributions moved
+                self._threshold_model()  # the in-level rate distributions moved
             self._sweep(self.params["sweeps_per_update"])
         elif d >= 0 and self.params["local_radius"] > 0:
             if self._cost is None:

@@ -230,7 +230,6 @@ def test_phased_replays_start_each_run_at_a_different_point_of_the_window() -> N
     assert all(len(seen) == 90 for seen in starts)  # replayed past the end of the 60-period window
     assert starts[0][60] == pytest.approx(obs.rates[0])
     assert out["steps"] == 90
-    assert out["violations_pct_se"] >= 0.0
 
 
 @pytest.mark.parametrize("phases", [False, True])
@@ -300,7 +299,7 @@ def test_model_based_om_says_it_is_deterministic() -> None:
 
     assert load("om", "model-based").deterministic is True
     assert load("om", "dp").deterministic is True
-    assert not getattr(load("om", "ql-pds-plus"), "deterministic", False)
+    assert load("om", "ql-pds-plus").deterministic is False
 
 
 def test_bo_aims_at_margin_times_the_budgets() -> None:
