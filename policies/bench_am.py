@@ -12,6 +12,11 @@ For every setting (application x N_res x budgets (eta_V, eta_R)):
 3. we report the mean resource cost ($/h per period), violations %, reconfigurations %, whether both budgets are
    met, and the wall time of the BO optimisation (target: under 5 minutes).
 
+Every AM arbitrates with the same token bucket (:data:`BUCKET` tokens, :data:`RESERVE` kept for scale-outs), in
+BO's simulations and in the evaluated runs alike. ``--guard`` gives the BO AM the violation-budget guard
+(:mod:`policies.am.guard`) and the hold on scale-ins while an operator violates, in its simulations and at run
+time, and adds a ``naive+guard`` row (naive's configuration with the same guard) to tell the two apart.
+
 A "centralized" row (paper 000: one joint model-based agent, the BO weights) is added for application A with
 one node type, to show the cost of decentralisation.
 
@@ -31,6 +36,7 @@ import numpy as np
 from policies.am.arbiter import Arbiter
 from policies.am.bo import BayesianAM, Observations, fit_queue_model, om_factory_from_registry
 from policies.am.centralized import CentralizedAM
+from policies.am.guard import GuardParams, ViolationBudgetGuard
 from policies.am.naive import AMConfiguration, NaiveAM
 from policies.apps import Application, application
 from policies.base import Policy
@@ -73,8 +79,11 @@ def run_config(
     prior: np.ndarray | None = None,
     skip: int = 0,
     warm_oms: bool = False,
+    guard: GuardParams | None = None,
 ) -> dict[str, Any]:
-    """Run ``cfg`` on ``trace``; with ``bo`` the AM re-optimises every ``reopt_every`` periods from the last
+    """Run ``cfg`` on ``trace`` under the token-bucket arbitration every AM of the bench uses (:data:`BUCKET`,
+    :data:`RESERVE`); with ``guard`` also the violation-budget guard and scale-ins held while an operator
+    violates; with ``bo`` the AM re-optimises every ``reopt_every`` periods from the last
     ``obs_steps`` observed rates (``prior``: rates observed before the run) and applies the result at run time.
     The summary leaves out the first ``skip`` periods (they are run: the OMs learn there). ``warm_oms``: a
     re-optimisation simulates its candidates with OMs that start from the running OMs' states."""
@@ -82,9 +91,15 @@ def run_config(
     oms = [
         factory(app.operator_spec(u, nt, float(cfg.bounds_s[u]), cfg.weights), seed + u) for u in range(app.n)
     ]
-    am = NaiveAM(
-        app, eta_v, eta_r, node_type_names=[t.name for t in nt]
-    )  # its arbiter: token bucket on eta_r
+    am = NaiveAM(  # its arbiter: token bucket on eta_r
+        app,
+        eta_v,
+        eta_r,
+        bucket_capacity=BUCKET,
+        scale_in_reserve=RESERVE,
+        node_type_names=[t.name for t in nt],
+        hold_scale_ins=guard is not None,
+    )
     hook = None
     if bo is not None and reopt_every > 0:
         history = prior if prior is not None else np.zeros(0)
@@ -97,7 +112,14 @@ def run_config(
             return bo.optimise(obs)
 
     res = simulate_application(
-        app, trace, nt, oms=oms, arbiter=am.arbiter, am_hook=hook, hook_every=reopt_every
+        app,
+        trace,
+        nt,
+        oms=oms,
+        arbiter=am.arbiter,
+        am_hook=hook,
+        hook_every=reopt_every,
+        guard=None if guard is None else ViolationBudgetGuard(eta_v, guard),
     )
     if skip:
         per_step = ("rate", "response_time", "violation", "reconfiguration", "price")
@@ -193,6 +215,13 @@ def main_am(argv: list[str] | None = None) -> int:
         "(default 1000, 100 with --quick; in the control plane the window since the last tuning is used, the "
         "OMs being trained already)",
     )
+    ap.add_argument(
+        "--guard",
+        action="store_true",
+        help="the BO AM runs the violation-budget guard (policies.am.guard) and holds scale-ins while an operator "
+        "violates, in its simulations and at run time; adds a naive+guard row (naive's configuration, the same "
+        "guard)",
+    )
     ap.add_argument("--margin-r", type=float, default=None, help="margin on eta_R (default: --margin)")
     ap.add_argument("--margin", type=float, default=0.5, help="BO aims at margin * budgets in simulation")
     ap.add_argument("--jobs", type=int, default=1, help="settings run in parallel processes")
@@ -266,9 +295,17 @@ def run_setting(job: tuple) -> tuple[list[dict[str, Any]], list[float], list[flo
     # what "really" happened while the warm start (naive) ran over the observed periods: true models, same OM
     # seed; the OMs start untrained, so the first --evidence-warmup periods (their learning) are not counted
     warmup = getattr(args, "evidence_warmup", 0)
-    r_seen = run_config(app, nt, om, naive.configuration, observed, eta_v, eta_r, args.seed, skip=warmup)
+    guard = GuardParams() if getattr(args, "guard", False) else None
+    r_seen = run_config(
+        app, nt, om, naive.configuration, observed, eta_v, eta_r, args.seed, skip=warmup, guard=guard
+    )
     obs = observe(app, observed, args.seed, r_seen)
     r_naive = run_config(app, nt, om, naive.configuration, evaluated, eta_v, eta_r, args.seed)
+    r_naive_guard = (
+        None
+        if guard is None
+        else run_config(app, nt, om, naive.configuration, evaluated, eta_v, eta_r, args.seed, guard=guard)
+    )
     bo = BayesianAM(
         app,
         nt,
@@ -290,6 +327,8 @@ def run_setting(job: tuple) -> tuple[list[dict[str, Any]], list[float], list[flo
         validation_steps=args.validation_steps,
         fallback_top=args.fallback,
         validation_phases=getattr(args, "validation_phases", False),
+        guard=guard,
+        hold_scale_ins=guard is not None,
     )
     t0 = time.perf_counter()
     cfg = bo.optimise(obs)
@@ -310,6 +349,7 @@ def run_setting(job: tuple) -> tuple[list[dict[str, Any]], list[float], list[flo
         args.obs_steps,
         observed,
         warm_oms=getattr(args, "warm_oms", False),
+        guard=guard,
     )
     bo_times += [h["seconds"] for h in bo.history[n_before:]]
     bo_cpu += [h["cpu_seconds"] for h in bo.history[1:]]
@@ -320,6 +360,8 @@ def run_setting(job: tuple) -> tuple[list[dict[str, Any]], list[float], list[flo
         or bo.history[n_before - 1].get("kept_warm_start")
     )
     rows.append(setting | {"am": "naive", **r_naive, "bo_seconds": None, "evaluations": None})
+    if r_naive_guard is not None:
+        rows.append(setting | {"am": "naive+guard", **r_naive_guard, "bo_seconds": None, "evaluations": None})
     rows.append(
         setting
         | {
@@ -349,6 +391,12 @@ def run_setting(job: tuple) -> tuple[list[dict[str, Any]], list[float], list[flo
         f"{bo.history[-1]['outcome']})",
         flush=True,
     )
+    if r_naive_guard is not None:
+        print(
+            f"  naive+guard cost {r_naive_guard['avg_resource_cost']:.2f} viol {r_naive_guard['violations_pct']:.2f}% "
+            f"rcf {r_naive_guard['reconfigurations_pct']:.2f}%",
+            flush=True,
+        )
     for c in validation:
         print(
             f"  validated{' (warm start)' if c['warm_start'] else ''}: cost {c['avg_resource_cost']:.2f} "
@@ -450,7 +498,15 @@ def render(
         "plane the window since the last tuning is counted, its OMs being trained): when its violations and "
         f"reconfigurations there were within eta_V / {max(1.0, getattr(args, 'validation_load', 1.0)):g} and "
         f"eta_R / {max(1.0, getattr(args, 'validation_load', 1.0)):g} (the validation load), the warm start "
-        "counts as validated even if the simulator fails it.",
+        "counts as validated even if the simulator fails it."
+        + (
+            " The BO AM runs the violation-budget guard (`policies.am.guard`, default parameters: it shifts the "
+            "OMs' weights towards performance while the violations of the last 200 periods exceed eta_V) and holds "
+            "scale-ins while an operator violates, in its simulations, its validation and the evaluated run; the "
+            "naive+guard row runs naive's configuration with the same guard."
+            if getattr(args, "guard", False)
+            else ""
+        ),
         "",
         "| app | N_res | eta_V | eta_R | AM | resource cost ($/h) | violations % | reconfigurations % | "
         "both met | BO time (s) |",
@@ -465,6 +521,7 @@ def render(
         )
     naive = [r for r in rows if r["am"] == "naive"]
     bo = [r for r in rows if r["am"] == "bo"]
+    guarded = [r for r in rows if r["am"] == "naive+guard"]
     n = len(naive)
     cost_ratio = [b["avg_resource_cost"] / a["avg_resource_cost"] for a, b in zip(naive, bo, strict=True)]
     both_met_cost = [
@@ -485,7 +542,9 @@ def render(
         + (f" ({', '.join(evidence)})" if evidence else "")
         + ".",
         f"- Both budgets met: naive in {sum(map(met, naive))}/{n} settings ({100 * sum(map(met, naive)) / n:.0f}%), "
-        f"BO in {sum(map(met, bo))}/{n} ({100 * sum(map(met, bo)) / n:.0f}%). Published: {PUBLISHED}.",
+        f"BO in {sum(map(met, bo))}/{n} ({100 * sum(map(met, bo)) / n:.0f}%)"
+        + (f", naive+guard in {sum(map(met, guarded))}/{len(guarded)}" if guarded else "")
+        + f". Published: {PUBLISHED}.",
         f"- Resource cost BO / naive: median {np.median(cost_ratio):.2f} (min {min(cost_ratio):.2f}, max "
         f"{max(cost_ratio):.2f})"
         + (f"; where both meet the budgets: median {np.median(both_met_cost):.2f}" if both_met_cost else "")

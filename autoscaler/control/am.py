@@ -70,6 +70,7 @@ def bo_configuration(
     fractions the configuration in place really had over them (:func:`observed_fractions`); returns the new
     configuration (ms) and, under ``observed``, those fractions."""
     from policies.am.bo import BayesianAM, Observations, om_factory_from_registry
+    from policies.am.guard import guard_params
     from policies.am.naive import AMConfiguration
     from policies.model import CostWeights
 
@@ -99,6 +100,8 @@ def bo_configuration(
         n_bo=int(params.get("n_bo", 8)),
         max_rounds=int(params.get("max_rounds", 1)),
         timeout_s=float(params.get("timeout_s", 60.0)),
+        guard=guard_params(params),
+        hold_scale_ins=bool(params.get("hold_scale_ins", False)),
     )
     current = ApplicationControl.objects.get(application=app).am_config
     if current.get("bounds_ms"):
@@ -193,14 +196,21 @@ def tune(application_id: int, am_slot: int) -> dict[str, Any]:
             }
             event["outcome"] = "changed" if changed else "unchanged"
             record = config.get("record") or {}
-            if record.get("outcome"):  # e.g. BO timed out or failed inside and kept the last good configuration
+            if record.get(
+                "outcome"
+            ):  # e.g. BO timed out or failed inside and kept the last good configuration
                 event["bo_outcome"] = record["outcome"]
             if config.get("observed"):  # what the configuration in place did over the observed window
                 event["observed"] = config["observed"]
             if record.get("kept_warm_start"):
                 event["kept_warm_start"] = record["kept_warm_start"]
             history = list(control.am_config.get("history", []))[-(HISTORY_KEPT - 1) :] + [event]
+            previous = control.am_config
             control.am_config = {**config, "history": history}
+            if (
+                "guard_scale" in previous
+            ):  # the guard's scale outlives a tuning: it applies to the new weights
+                control.am_config["guard_scale"] = previous["guard_scale"]
             control.am_config.pop("record", None)
             control.am_config.pop("observed", None)
             if changed:

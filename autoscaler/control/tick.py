@@ -39,9 +39,11 @@ from autoscaler.control.models import (
 )
 from autoscaler.control.rails import Rails, effective_rails_data, parse_rails
 from autoscaler.control.topology import (
+    DEFAULT_AM_POLICY,
     DEFAULT_OM_POLICY,
     Topology,
     finite,
+    guarded_weights,
     naive_configuration,
     operator_spec,
     policy_choice,
@@ -51,7 +53,10 @@ from autoscaler.models import Application
 from connectors.base import ApplyResult, Connector, Period, PeriodMetrics, ScalingPlan
 from policies import registry
 from policies.am.arbiter import Arbiter, Request
+from policies.am.guard import GuardParams, ViolationBudgetGuard, guard_params
+from policies.am.naive import EQUAL_WEIGHTS
 from policies.base import Observation, Policy, action_delta
+from policies.model import CostWeights
 
 LOCK_NAMESPACE = 0x5CA1  # first key of pg_advisory_lock(int, int); the second is the application id
 LATENCY_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -285,6 +290,7 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
     memory: dict[str, Any] = dict(control.operator_memory or {})
     app_mem = dict(memory.get("__app__", {}))
     reconfigured = app_mem.get("last_apply_slot") == tick.slot - 1
+    _, am_params = policy_choice(app, "am", DEFAULT_AM_POLICY)
     policies: list[Policy] = []
     proposals = []
     requests: list[Request] = []
@@ -349,6 +355,7 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
             k_min=[b[0] for b in bounds] or 1,
             node_capacity=capacity.slots,
             node_type_names=topo.type_names,
+            hold_scale_ins=bool(am_params.get("hold_scale_ins", False)),
         )
         if control.bucket_tokens is not None:
             # refill for the periods without a tick since the last one (arbitrate() adds this period's share)
@@ -417,6 +424,7 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
     # the IM's pending consolidation: in this period's batched reconfiguration, or its own if a token is left
     consolidation.take(app, tick, decisions, plan, before, arbiter.bucket)
     control.bucket_tokens = arbiter.bucket.tokens
+    _run_guard(app, tick, control, app_mem, policies, violated_app, guard_params(am_params))
     # persist: agent states, decisions, aggregates, ledger -- one transaction (the caller's)
     _save_agents(topo, policies, agents, tick.slot, control.am_config_version)
     Decision.objects.bulk_create(decisions)
@@ -436,6 +444,49 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
         return Tick.Status.APPLYING, len(decisions)
     tick.plan = plan or None
     return Tick.Status.DONE, len(decisions)
+
+
+def _run_guard(
+    app: Application,
+    tick: Tick,
+    control: ApplicationControl,
+    app_mem: dict[str, Any],
+    policies: list[Policy],
+    violated_app: bool,
+    params: GuardParams | None,
+) -> None:
+    """The AM's violation-budget guard (:mod:`policies.am.guard`): it sees this period's application violation;
+    when it changes its scale, ``am_config["guard_scale"]`` changes, the event (with its reason) joins the AM
+    history, the OMs of this tick are reconfigured to the new weights and the configuration version moves on (so
+    every OM loads them from the next tick on). Its state lives in the application's durable memory. Turned off
+    while its scale is below 1, it gives the tuned weights back."""
+    from autoscaler.control.am import HISTORY_KEPT
+
+    scale = float(control.am_config.get("guard_scale", 1.0))
+    if params is not None:
+        state = app_mem.get("guard")
+        if state and state.get("eta_v") == app.eta_v and state.get("params") == vars(params):
+            guard = ViolationBudgetGuard.from_dict(state)
+        else:  # first period, or the budget or the parameters changed: count afresh from the scale in place
+            guard = ViolationBudgetGuard(app.eta_v, params, scale=scale)
+        change = guard.update(violated_app)
+        app_mem["guard"] = guard.to_dict()
+        if change is None:
+            return
+        new, why = change
+    else:
+        app_mem.pop("guard", None)
+        if scale == 1.0:
+            return
+        new, why = 1.0, "guard turned off: the tuned weights are back"
+    event = {"am_slot": f"period {tick.slot}", "policy": "guard", "outcome": why, "wall_s": 0.0}
+    history = list(control.am_config.get("history", []))[-(HISTORY_KEPT - 1) :] + [event]
+    control.am_config = {**control.am_config, "guard_scale": new, "history": history}
+    control.am_config_version += 1
+    w = control.am_config.get("weights")
+    tuned = CostWeights(float(w["perf"]), float(w["res"]), float(w["rcf"])) if w else EQUAL_WEIGHTS
+    for policy in policies:
+        policy.reconfigure(guarded_weights(tuned, control.am_config))
 
 
 NO_CAPACITY = "denied: no free node of"  # the arbiter's reason when a node type's capacity is exhausted

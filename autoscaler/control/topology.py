@@ -134,11 +134,19 @@ def operator_spec(
         node_types=topo.node_types,
         k_max=hi,
         r_max_s=max(float(bound_ms) / 1000.0, 1e-6),
-        weights=CostWeights(float(w["perf"]), float(w["res"]), float(w["rcf"])),
+        weights=guarded_weights(CostWeights(float(w["perf"]), float(w["res"]), float(w["rcf"])), am_config),
         model=QueueModel(mean, mean * mean / 2.0),
         c_max=op.max_parallelism * max(t.price for t in topo.node_types) or 1.0,
         k_min=max(1, min(k_min, hi)),
     )
+
+
+def guarded_weights(tuned: CostWeights, am_config: dict[str, Any]) -> CostWeights:
+    """The weights the OMs run with: ``tuned`` under the violation-budget guard's scale
+    (``am_config["guard_scale"]``, 1 when the guard is off or relaxed; :func:`policies.am.guard.scaled_weights`)."""
+    from policies.am.guard import scaled_weights
+
+    return scaled_weights(tuned, float(am_config.get("guard_scale", 1.0)))
 
 
 def finite(value: Any) -> Any:

@@ -10,6 +10,8 @@ proposal so that:
   the job, one penalty) and cost one token together; without batching each granted change costs a token;
 * no deployment goes above ``K_max`` or below ``k_min`` replicas, and no node type is used beyond its capacity
   (number of nodes of that type the application may use, e.g. what the Infrastructure Manager provisioned);
+* optionally (``hold_scale_ins``) no operator scales in while another one violates its bound: the capacity a
+  scale-in frees may be needed within a few periods, and a violated period is what the budget eta_V counts;
 * conflicts (two operators asking for the last node of a type) are resolved by priority: scale-ins are applied
   first (they free nodes), then scale-outs of operators that violated their bound, then by utilisation
   (busiest first), then by operator order.
@@ -106,7 +108,8 @@ class Arbiter:
     ``node_capacity``: nodes of each type the application may use in total (None = unlimited).
     ``node_type_names``: for the reasons. ``batching``: one token per period with grants, instead of one per grant.
     ``scale_in_reserve``: tokens kept for scale-outs: a scale-in (or a batch of scale-ins only) is granted only
-    when at least ``1 + scale_in_reserve`` tokens are available (scale-ins are never urgent).
+    when at least ``1 + scale_in_reserve`` tokens are available (scale-ins are never urgent). ``hold_scale_ins``:
+    deny the scale-ins of operators that did not violate while any operator violated its bound.
     """
 
     def __init__(
@@ -119,6 +122,7 @@ class Arbiter:
         node_type_names: list[str] | tuple[str, ...] | None = None,
         batching: bool = True,
         scale_in_reserve: float = 0.0,
+        hold_scale_ins: bool = False,
     ) -> None:
         self.bucket = TokenBucket(eta_r, bucket_capacity)
         if not 0.0 <= scale_in_reserve <= self.bucket.capacity - 1.0:
@@ -127,6 +131,7 @@ class Arbiter:
                 f"got {scale_in_reserve}"
             )
         self.scale_in_reserve = float(scale_in_reserve)
+        self.hold_scale_ins = hold_scale_ins
         self.k_max = k_max
         self.k_min = k_min
         if node_capacity is not None:
@@ -170,6 +175,7 @@ class Arbiter:
             _, d = action_delta(r.action, n_res)
             return (0 if d < 0 else 1, 0 if r.violated else 1, -float(r.utilisation), r.operator)
 
+        violating = [r.operator for r in requests if r.violated]
         feasible: list[Request] = []
         taken_by: dict[int, list[int]] = {}
         for r in sorted(changes, key=priority):
@@ -177,7 +183,9 @@ class Arbiter:
             total = int(np.sum(r.k))
             name = self._type_name(t)
             k_max, k_min = self._bound(self.k_max, r.operator), self._bound(self.k_min, r.operator)
-            if d < 0 and r.k[t] <= 0:
+            if d < 0 and self.hold_scale_ins and violating and not r.violated:
+                reason = f"denied: scale-in held while operator(s) {violating} violate their bounds"
+            elif d < 0 and r.k[t] <= 0:
                 reason = f"denied: no replica on {name} to remove"
             elif d < 0 and total - 1 < k_min:
                 reason = f"denied: would go below k_min={k_min} replicas"

@@ -49,6 +49,7 @@ import numpy as np
 
 from policies.am.arbiter import Arbiter, check_budget
 from policies.am.bayesopt import BOResult, PathSumDomain, SimplexDomain, minimize_constrained
+from policies.am.guard import GUARD_DEFAULTS, GuardParams, ViolationBudgetGuard, check_guard_params
 from policies.am.naive import EQUAL_WEIGHTS, AMConfiguration, naive_bounds
 from policies.apps import Application
 from policies.base import Policy
@@ -142,14 +143,19 @@ class BayesianAM:
 
     name = "bo"
     #: manifest parameters (``spec.policies.am.params``) and their defaults as used by the control loop
-    DEFAULTS: dict[str, Any] = {"n_bo": 8, "max_rounds": 1, "timeout_s": 60.0}
+    DEFAULTS: dict[str, Any] = {
+        "n_bo": 8,
+        "max_rounds": 1,
+        "timeout_s": 60.0,
+        **GUARD_DEFAULTS,  # the violation-budget guard and the hold on scale-ins, as for naive
+    }
 
     @classmethod
     def validate_params(cls, params: dict[str, Any]) -> dict[str, Any]:
         """Merge manifest ``params`` over :data:`DEFAULTS`; raise ValueError("params.<name>: reason")."""
         from policies.rm.base import validate_against_defaults
 
-        out = validate_against_defaults(cls.name, cls.DEFAULTS, params)
+        out = check_guard_params(validate_against_defaults(cls.name, cls.DEFAULTS, params))
         for key in ("n_bo", "max_rounds"):
             if out[key] < 1:
                 raise ValueError(f"params.{key}: BO iteration count must be >= 1, got {out[key]!r}")
@@ -184,6 +190,8 @@ class BayesianAM:
         validation_steps: int | None = None,
         fallback_top: int = 0,
         validation_phases: bool = False,
+        guard: GuardParams | None = None,
+        hold_scale_ins: bool = False,
     ) -> None:
         self.app = app
         self.node_types = tuple(node_types)
@@ -225,6 +233,10 @@ class BayesianAM:
         if not isinstance(validation_phases, bool):
             raise ValueError(f"validation_phases: must be true or false, got {validation_phases!r}")
         self.validation_phases = validation_phases
+        if guard is not None and not isinstance(guard, GuardParams):
+            raise ValueError(f"guard: must be GuardParams or None, got {guard!r}")
+        self.guard = guard  # the run-time violation-budget guard, simulated with every candidate
+        self.hold_scale_ins = bool(hold_scale_ins)
         #: (training cost $/h, margined-feasible, feasible at the full budgets, configuration, training
         #: violations %) of every evaluation
         self._candidates: list[tuple[float, bool, bool, AMConfiguration, float]] = []
@@ -242,6 +254,7 @@ class BayesianAM:
             node_type_names=[t.name for t in self.node_types],
             batching=self.batching,
             scale_in_reserve=self.scale_in_reserve,
+            hold_scale_ins=self.hold_scale_ins,
         )
 
     # ---- one candidate ------------------------------------------------------------------------------------
@@ -291,6 +304,7 @@ class BayesianAM:
                 arbiter=self.new_arbiter(),
                 models=obs.models,
                 steps=self.sim_steps if steps is None else steps,
+                guard=None if self.guard is None else ViolationBudgetGuard(self.eta_v, self.guard),
             )
             runs.append(res.summary(self.eta_v, self.eta_r))
             if not phases and all(om.deterministic for om in oms):

@@ -11,11 +11,12 @@ every path through a non-frozen operator ends up exactly at R_max.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from policies.am.arbiter import Arbiter, check_budget
+from policies.am.guard import GUARD_DEFAULTS, check_guard_params
 from policies.apps import Application
 from policies.model import CostWeights, NodeType
 
@@ -101,6 +102,18 @@ class NaiveAM:
     """
 
     name = "naive"
+    #: manifest parameters (``spec.policies.am.params``) of the control loop's AM, shared by ``bo``: ``guard``
+    #: runs the violation-budget guard (:mod:`policies.am.guard`) every period over the last ``guard_window``
+    #: periods, waiting ``guard_cooldown`` periods after a change; ``hold_scale_ins`` makes the arbiter hold
+    #: scale-ins while an operator violates its bound
+    DEFAULTS: ClassVar[dict[str, Any]] = GUARD_DEFAULTS
+
+    @classmethod
+    def validate_params(cls, params: dict[str, Any]) -> dict[str, Any]:
+        """Merge manifest ``params`` over :data:`DEFAULTS`; raise ValueError("params.<name>: reason")."""
+        from policies.rm.base import validate_against_defaults
+
+        return check_guard_params(validate_against_defaults(cls.name, cls.DEFAULTS, params))
 
     def __init__(
         self,
@@ -113,6 +126,7 @@ class NaiveAM:
         node_type_names: list[str] | None = None,
         scale_in_reserve: float = 0.0,
         node_types: tuple[NodeType, ...] | None = None,
+        hold_scale_ins: bool = False,
     ) -> None:
         self.app = app
         if node_types is not None:
@@ -127,6 +141,7 @@ class NaiveAM:
             node_type_names=node_type_names,
             batching=batching,
             scale_in_reserve=scale_in_reserve,
+            hold_scale_ins=hold_scale_ins,
         )
         self.configuration = AMConfiguration(naive_bounds(app), EQUAL_WEIGHTS)
         self.history: list[dict[str, Any]] = [{"event": "initial", "how": "naive Alg. 5, equal weights"}]

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from policies.am.arbiter import Arbiter, Request
+from policies.am.guard import ViolationBudgetGuard
 from policies.apps import Application
 from policies.base import Policy, action_delta
 from policies.model import NodeType
@@ -103,6 +104,7 @@ def simulate_application(
     steps: int | None = None,
     am_hook: Callable[[int, np.ndarray], Any] | None = None,
     hook_every: int = 0,
+    guard: ViolationBudgetGuard | None = None,
 ) -> AppSimResult:
     """Run ``app`` over ``trace`` (source tuples/s per period).
 
@@ -114,9 +116,14 @@ def simulate_application(
     of node type 0 per operator). ``am_hook``: the AM at run time: every ``hook_every`` periods it is called with
     the period index and the source rates observed so far; when it returns a configuration (``bounds_s`` and
     ``weights``) it is applied to the running OMs with ``Policy.reconfigure`` (they keep what they learned).
+    ``guard``: the AM's violation-budget guard; it sees every period's application violation and, when it
+    changes its scale, the OMs' cost weights become the tuned weights under that scale
+    (:meth:`ViolationBudgetGuard.weights`) from the next period on.
     """
     if (oms is None) == (centralized is None):
         raise ValueError("oms/centralized: give exactly one of them")
+    if guard is not None and oms is None:
+        raise ValueError("guard: scales the OMs' cost weights, so it needs oms")
     if oms is not None and len(oms) != app.n:
         raise ValueError(f"oms: need one policy per operator ({app.n}), got {len(oms)}")
     trace = np.asarray(trace, dtype=float)
@@ -163,13 +170,16 @@ def simulate_application(
     start = time.perf_counter()
     r = [0.0] * n_ops
     reconfigured_at: list[int] = []
+    guard_changes: list[tuple[int, float]] = []
+    tuned_weights = [om.spec.weights for om in oms or []]
     for t in range(n_steps):
         if am_hook is not None and hook_every > 0 and t > 0 and t % hook_every == 0:
             cfg = am_hook(t, trace[:t])
             if cfg is not None:
                 bounds = np.asarray(cfg.bounds_s, dtype=float)
+                tuned_weights = [cfg.weights] * n_ops
                 for u, om in enumerate(oms or []):
-                    om.reconfigure(cfg.weights, float(bounds[u]))
+                    om.reconfigure(guard.weights(cfg.weights) if guard else cfg.weights, float(bounds[u]))
                 reconfigured_at.append(t)
         src = float(trace[t])
         rates = gains * src
@@ -225,6 +235,10 @@ def simulate_application(
                 ks[u] = k
                 keys[u] = tuple(k.tolist())
         rcf[t] = changed
+        if guard is not None and (change := guard.update(app_violated)) is not None:
+            for u, om in enumerate(oms or []):
+                om.reconfigure(guard.weights(tuned_weights[u]))
+            guard_changes.append((t, change[0]))
     wall = time.perf_counter() - start
     name = centralized.name if centralized is not None else ",".join(sorted({om.name for om in oms or []}))
     return AppSimResult(
@@ -238,5 +252,10 @@ def simulate_application(
         replicas,
         denied,
         wall,
-        {"application": app.name, "controller": name, "am_reconfigured_at": reconfigured_at},
+        {
+            "application": app.name,
+            "controller": name,
+            "am_reconfigured_at": reconfigured_at,
+            "guard_changes": guard_changes,
+        },
     )

@@ -361,6 +361,21 @@ def test_bo_iteration_counts_below_one_are_rejected(params, field):
     assert list(errors) == [f"spec.policies.am.params.{field}"], errors
 
 
+@pytest.mark.parametrize("am", ["naive", "bo"])
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"guard": "yes"}, "guard"),
+        ({"guard_window": 0}, "guard_window"),
+        ({"guard_cooldown": -1}, "guard_cooldown"),
+    ],
+)
+def test_bad_guard_params_of_the_am_are_rejected_naming_the_field(am, params, field):
+    doc = app(policies={"om": "ql-pds-plus", "am": {"name": am, "params": params}})
+    errors = errors_of(doc)
+    assert list(errors) == [f"spec.policies.am.params.{field}"], errors
+
+
 def test_bo_with_valid_params_passes():
     doc = app(policies={"om": "ql-pds-plus", "am": {"name": "bo", "params": {"n_bo": 1, "timeout_s": 30}}})
     assert validate_document(doc, None).spec.policies.am.name == "bo"

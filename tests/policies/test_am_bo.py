@@ -661,18 +661,58 @@ def test_bench_am_rejects_a_bad_evidence_warmup_naming_the_option(
     assert message in capsys.readouterr().err
 
 
-def test_bench_am_evidence_leaves_out_the_warmup_periods() -> None:
+def bench_reference_run(app, trace: np.ndarray, om: str, guard=None, bucket=None):  # noqa: ANN001, ANN201
+    """The naive configuration run as the bench documents it: token bucket of BUCKET tokens with RESERVE kept for
+    scale-outs (and, with a guard, scale-ins held while an operator violates); ``bucket``: (capacity, reserve)
+    instead."""
     from policies.am.bo import om_factory_from_registry
+    from policies.am.guard import ViolationBudgetGuard
     from policies.am.naive import NaiveAM
+    from policies.bench_am import BUCKET, RESERVE
+
+    naive = NaiveAM(
+        app,
+        0.05,
+        0.10,
+        bucket_capacity=BUCKET if bucket is None else bucket[0],
+        scale_in_reserve=RESERVE if bucket is None else bucket[1],
+        node_type_names=[t.name for t in NT],
+        hold_scale_ins=guard is not None,
+    )
+    cfg = naive.configuration
+    build = om_factory_from_registry(om)
+    oms = [build(app.operator_spec(u, NT, float(cfg.bounds_s[u]), cfg.weights), 1 + u) for u in range(app.n)]
+    g = None if guard is None else ViolationBudgetGuard(0.05, guard)
+    return cfg, simulate_application(app, trace, NT, oms=oms, arbiter=naive.arbiter, guard=g)
+
+
+def test_bench_am_runs_every_configuration_under_the_documented_token_bucket_and_guard() -> None:
+    from policies.am.guard import GuardParams
+    from policies.bench_am import run_config
+
+    app = application("A")
+    trace = observations(app, 400).rates * 2.0
+    params = GuardParams(window=20, cooldown=5)
+    for guard in (None, params):
+        cfg, full = bench_reference_run(app, trace, "ql-pds-plus", guard)
+        out = run_config(app, NT, "ql-pds-plus", cfg, trace, 0.05, 0.10, 1, guard=guard)
+        assert out == full.summary(0.05, 0.10) | {"wall_seconds": out["wall_seconds"]}
+        if guard is None:
+            plain = out
+        else:
+            assert full.meta["guard_changes"]  # the guard acted in this run
+    # the bucket matters here: one token and no reserve (what the bench ran before it used BUCKET and RESERVE)
+    # would have given another run
+    _, one_token = bench_reference_run(app, trace, "ql-pds-plus", bucket=(1.0, 0.0))
+    assert one_token.summary(0.05, 0.10)["reconfigurations_pct"] != plain["reconfigurations_pct"]
+
+
+def test_bench_am_evidence_leaves_out_the_warmup_periods() -> None:
     from policies.bench_am import run_config
 
     app = application("A")
     trace = observations(app, 400).rates * 2.0  # up to 500 tuples/s: the OMs must scale out and violate early
-    naive = NaiveAM(app, 0.05, 0.10, node_type_names=[t.name for t in NT])
-    cfg = naive.configuration
-    build = om_factory_from_registry("threshold")
-    oms = [build(app.operator_spec(u, NT, float(cfg.bounds_s[u]), cfg.weights), 1 + u) for u in range(app.n)]
-    full = simulate_application(app, trace, NT, oms=oms, arbiter=naive.arbiter)
+    cfg, full = bench_reference_run(app, trace, "threshold")
     whole = run_config(app, NT, "threshold", cfg, trace, 0.05, 0.10, 1)
     after = run_config(app, NT, "threshold", cfg, trace, 0.05, 0.10, 1, skip=150)
     assert whole["steps"] == 400 and after["steps"] == 250
@@ -695,7 +735,7 @@ def test_bench_am_reports_the_evidence_against_the_thresholds_bo_used(eta_v: flo
     args = argparse.Namespace(
         seed=1, n_bo=3, rounds=1, timeout=60.0, margin=0.5, margin_r=None, replications=1, validation=1,
         validation_k=1.0, validation_load=1.1, validation_steps=None, fallback=0, reopt_every=0, obs_steps=200,
-        evidence_warmup=50,
+        evidence_warmup=0,  # counted from the first period: the OMs' first scale-outs are in the evidence
     )  # fmt: skip
     rates = observations(application("B"), 300).rates
     rows, _, _ = run_setting(

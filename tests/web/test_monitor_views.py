@@ -351,3 +351,18 @@ def test_decision_time_filter_uses_the_period_the_decision_is_about(alice, alice
     assert [x.slot for x in rows] == sorted((x.slot for x in rows), reverse=True)
     assert rows[-1].id == d.id
     assert t.strftime("%Y-%m-%d %H:%M:%S") in r.content.decode()
+
+
+def test_agent_inspector_shows_the_violation_budget_guard_and_its_reason(alice, alice_client):
+    app = simulated_pipeline("guarded", owner="alice", rate_scale=3.0)
+    app.policies = {**app.policies, "am": {"name": "naive", "params": {"guard": True, "guard_window": 2}}}
+    app.save()
+    drive(app, 2, first=10)  # two overloaded periods: the guard acts
+    html = alice_client.get("/applications/guarded/agents/").content.decode()
+    assert 'id="am-guard"' in html and "<strong>0.850</strong>" in html
+    assert "guard" in html and "violations 100.00% over the last 2 periods" in html
+    app.policies = {**app.policies, "am": "naive"}
+    app.save()
+    drive(app, 1, first=12)  # turned off: the tuned weights are back, the banner goes
+    html = alice_client.get("/applications/guarded/agents/").content.decode()
+    assert 'id="am-guard"' not in html and "guard turned off" in html
