@@ -108,7 +108,8 @@ SWEEP_BUDGET = 15_000  # automatic sweep_every: average (edge x level) backups p
 LOCAL_RADIUS = 1  # between full sweeps (sweep_every > 1), back up every step the deployments this close to k
 MAX_MIXED_TYPES = 0  # deployments mixing more node types are left out; 0 = automatic (full space when small)
 FULL_SPACE_LIMIT = 5_000  # automatic: use the full deployment space up to this many deployments
-RECONFIGURE_SWEEPS = 300  # sweeps run at once after new weights or a new R_max
+RECONFIGURE_SWEEPS = 300  # sweeps run at once after a new R_max (the violation model was partly forgotten)
+REWEIGHT_SWEEPS = 30  # sweeps run at once after new weights only, from the values in place (a warm start)
 VIOLATION_MODEL = (
     "auto"  # "threshold" (per-replica rate bound per speed), "counts" (frequencies); auto: threshold
 )
@@ -142,6 +143,7 @@ class ModelBased(Policy):
         "warmup_steps": WARMUP_STEPS,
         "max_mixed_types": MAX_MIXED_TYPES,
         "reconfigure_sweeps": RECONFIGURE_SWEEPS,
+        "reweight_sweeps": REWEIGHT_SWEEPS,
         "violation_model": VIOLATION_MODEL,
         "local_radius": LOCAL_RADIUS,
         "capacity_bound": CAPACITY_BOUND,
@@ -149,7 +151,14 @@ class ModelBased(Policy):
 
     @classmethod
     def check_params(cls, params: dict[str, Any]) -> None:
-        for key in ("sweep_every", "warmup_steps", "max_mixed_types", "reconfigure_sweeps", "local_radius"):
+        for key in (
+            "sweep_every",
+            "warmup_steps",
+            "max_mixed_types",
+            "reconfigure_sweeps",
+            "reweight_sweeps",
+            "local_radius",
+        ):
             if params[key] < 0:
                 raise ValueError(f"params.{key}: must be >= 0, got {params[key]}")
         if params["violation_model"] not in ("auto", "threshold", "counts"):
@@ -384,7 +393,8 @@ class ModelBased(Policy):
         key = self._current_key()
         if key == self._model_key:
             return
-        if key[3] != self._model_key[3]:
+        bound_changed = key[3] != self._model_key[3]
+        if bound_changed:
             # violation statistics were about the old bound: the frequencies no longer describe the unknown cost;
             # of the threshold bracket the half that a monotone response time keeps true stays: under a looser
             # bound no rate that met the old one violates (lo stays), under a tighter one every rate that violated
@@ -401,7 +411,9 @@ class ModelBased(Policy):
                 self._threshold_model()
         self._model_key = key
         self._refresh_derived()
-        self._sweep(self.params["reconfigure_sweeps"])
+        # new weights alone leave the learned model as it was: the values in place are a warm start, and the sweeps
+        # of the following steps go on converging (e.g. the AM's violation-budget guard shifting the weights)
+        self._sweep(self.params["reconfigure_sweeps" if bound_changed else "reweight_sweeps"])
 
     # ---- durable state -------------------------------------------------------------------------------------
     def _get_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:

@@ -213,12 +213,17 @@ def test_reconfigure_keeps_statistics_and_recomputes_values(taxi_head) -> None:
     policy = ModelBased(paper_spec("A", 3, 10))
     _, k = run_steps(policy, trace, np.array([1, 0, 0]))
     counts, visits, future = policy.trans_counts.copy(), policy.visits.copy(), policy.future.copy()
+    sweeps = policy.sweeps_done
     policy.reconfigure(weights=CostWeights(perf=0.2, res=0.6, rcf=0.2))
     np.testing.assert_array_equal(policy.trans_counts, counts)
     np.testing.assert_array_equal(policy.visits, visits)
     assert not np.array_equal(policy.future, future)
+    # new weights alone: a warm start of reweight_sweeps; a new bound: reconfigure_sweeps
+    assert policy.sweeps_done - sweeps == policy.params["reweight_sweeps"] == 30
+    sweeps = policy.sweeps_done
     # a new bound changes what a violation is: the rate model stays, the violation statistics restart
     policy.reconfigure(r_max_s=0.1)
+    assert policy.sweeps_done - sweeps == policy.params["reconfigure_sweeps"] == 300
     np.testing.assert_array_equal(policy.trans_counts, counts)
     assert policy.visits.sum() == 0 and policy.v_hat.max() == 0
     # reloading a state does not count as a reconfiguration
@@ -260,6 +265,7 @@ def test_deployment_outside_the_reduced_space_moves_back_into_it() -> None:
     [
         ({"sweep_every": -1}, "sweep_every"),
         ({"sweeps_per_update": 0}, "sweeps_per_update"),
+        ({"reweight_sweeps": -1}, "reweight_sweeps"),
         ({"nope": 1}, "nope"),
     ],
 )
