@@ -218,9 +218,9 @@ def main_am(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--guard",
         action="store_true",
-        help="the BO AM runs the violation-budget guard (policies.am.guard) and holds scale-ins while an operator "
-        "violates, in its simulations and at run time; adds a naive+guard row (naive's configuration, the same "
-        "guard)",
+        help="the BO AM runs the violation-budget guard (policies.am.guard) and holds scale-ins while an "
+        "operator violates, in its simulations and at run time; adds a naive+guard row (naive's configuration, "
+        "the same guard)",
     )
     ap.add_argument("--margin-r", type=float, default=None, help="margin on eta_R (default: --margin)")
     ap.add_argument("--margin", type=float, default=0.5, help="BO aims at margin * budgets in simulation")
@@ -393,8 +393,8 @@ def run_setting(job: tuple) -> tuple[list[dict[str, Any]], list[float], list[flo
     )
     if r_naive_guard is not None:
         print(
-            f"  naive+guard cost {r_naive_guard['avg_resource_cost']:.2f} viol {r_naive_guard['violations_pct']:.2f}% "
-            f"rcf {r_naive_guard['reconfigurations_pct']:.2f}%",
+            f"  naive+guard cost {r_naive_guard['avg_resource_cost']:.2f} "
+            f"viol {r_naive_guard['violations_pct']:.2f}% rcf {r_naive_guard['reconfigurations_pct']:.2f}%",
             flush=True,
         )
     for c in validation:
@@ -500,9 +500,10 @@ def render(
         f"eta_R / {max(1.0, getattr(args, 'validation_load', 1.0)):g} (the validation load), the warm start "
         "counts as validated even if the simulator fails it."
         + (
-            " The BO AM runs the violation-budget guard (`policies.am.guard`, default parameters: it shifts the "
-            "OMs' weights towards performance while the violations of the last 200 periods exceed eta_V) and holds "
-            "scale-ins while an operator violates, in its simulations, its validation and the evaluated run; the "
+            " The BO AM runs the violation-budget guard (`policies.am.guard`, default parameters: it shifts "
+            "the OMs' weights towards performance while the violations of the last 200 periods exceed half of "
+            "eta_V) and holds scale-ins while an operator violates, in its simulations, its validation and the "
+            "evaluated run; the "
             "naive+guard row runs naive's configuration with the same guard."
             if getattr(args, "guard", False)
             else ""

@@ -196,9 +196,7 @@ def tune(application_id: int, am_slot: int) -> dict[str, Any]:
             }
             event["outcome"] = "changed" if changed else "unchanged"
             record = config.get("record") or {}
-            if record.get(
-                "outcome"
-            ):  # e.g. BO timed out or failed inside and kept the last good configuration
+            if record.get("outcome"):  # e.g. BO timed out or failed inside and kept the last good configuration
                 event["bo_outcome"] = record["outcome"]
             if config.get("observed"):  # what the configuration in place did over the observed window
                 event["observed"] = config["observed"]
@@ -207,9 +205,8 @@ def tune(application_id: int, am_slot: int) -> dict[str, Any]:
             history = list(control.am_config.get("history", []))[-(HISTORY_KEPT - 1) :] + [event]
             previous = control.am_config
             control.am_config = {**config, "history": history}
-            if (
-                "guard_scale" in previous
-            ):  # the guard's scale outlives a tuning: it applies to the new weights
+            # the guard's scale outlives a tuning; it applies to the new weights
+            if "guard_scale" in previous:
                 control.am_config["guard_scale"] = previous["guard_scale"]
             control.am_config.pop("record", None)
             control.am_config.pop("observed", None)

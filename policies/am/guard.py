@@ -1,10 +1,10 @@
 """The AM's violation-budget guard: a feedback loop on the operators' cost weights at run time.
 
 BO (and Alg. 5) choose the per-operator bounds and weights from what was observed; a busier future than anything
-observed, or OMs still learning, make the application violate R_max more often than the budget eta_V allows. The guard watches the application's
-violations every control period and shifts every OM's cost weights towards performance by one factor ``scale``
-in ``[min_scale, 1]``: the resource and reconfiguration weights are multiplied by ``scale``, the performance
-weight takes the rest (1 = the weights the AM tuned):
+observed, or OMs still learning, make the application violate R_max more often than the budget eta_V allows.
+The guard watches the application's violations every control period and shifts every OM's cost weights towards
+performance by one factor ``scale`` in ``[min_scale, 1]``: the resource and reconfiguration weights are
+multiplied by ``scale``, the performance weight takes the rest (1 = the weights the AM tuned):
 
 - tighten (``scale *= tighten``) when the violation fraction over the last ``window`` periods exceeds
   ``trigger * eta_V`` and the whole run's fraction so far exceeds ``spent * eta_V`` -- the budget is being
@@ -80,8 +80,9 @@ class GuardParams:
 
 @dataclass
 class ViolationBudgetGuard:
-    """Scale factor for the OMs' tuned resource and reconfiguration weights, updated once per control period from whether the
-    application violated R_max in it (see the module docstring). ``eta_v``: the violation budget (fraction)."""
+    """Scale factor for the OMs' tuned resource and reconfiguration weights, updated once per control period from
+    whether the application violated R_max in it (see the module docstring). ``eta_v``: the violation budget
+    (fraction of periods)."""
 
     eta_v: float
     params: GuardParams = field(default_factory=GuardParams)
@@ -118,7 +119,8 @@ class ViolationBudgetGuard:
             new = min(1.0, self.scale / p.tighten)
             why = (
                 f"violations {100 * windowed:.2f}% over the last {p.window} periods < "
-                f"{100 * p.relax_below * self.eta_v:.2f}%: resource and reconfiguration weights back to {new:.3f} x tuned"
+                f"{100 * p.relax_below * self.eta_v:.2f}%: resource and reconfiguration weights back to "
+                f"{new:.3f} x tuned"
             )
         else:
             return None

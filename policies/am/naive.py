@@ -106,7 +106,7 @@ class NaiveAM:
     #: runs the violation-budget guard (:mod:`policies.am.guard`) every period over the last ``guard_window``
     #: periods, waiting ``guard_cooldown`` periods after a change; ``hold_scale_ins`` makes the arbiter hold
     #: scale-ins while an operator violates its bound
-    DEFAULTS: ClassVar[dict[str, Any]] = GUARD_DEFAULTS
+    DEFAULTS: ClassVar[dict[str, Any]] = dict(GUARD_DEFAULTS)
 
     @classmethod
     def validate_params(cls, params: dict[str, Any]) -> dict[str, Any]:

@@ -179,7 +179,9 @@ def simulate_application(
                 bounds = np.asarray(cfg.bounds_s, dtype=float)
                 tuned_weights = [cfg.weights] * n_ops
                 for u, om in enumerate(oms or []):
-                    om.reconfigure(guard.weights(cfg.weights) if guard else cfg.weights, float(bounds[u]))
+                    om.reconfigure(
+                        cfg.weights if guard is None else guard.weights(cfg.weights), float(bounds[u])
+                    )
                 reconfigured_at.append(t)
         src = float(trace[t])
         rates = gains * src

@@ -68,14 +68,20 @@ def test_the_guard_shifts_the_oms_weights_when_violations_exceed_the_budget_and_
     assert state["periods"] == 3 and state["violations"] == 3 and state["scale"] == pytest.approx(0.85)
 
 
-def test_turning_the_guard_off_gives_the_tuned_weights_back():
+def guard_acted(name: str):  # noqa: ANN201
+    """A one-operator overloaded application whose guard (window 2, no cooldown) acted after slots 10 and 11."""
     app = with_am(
-        simulated_pipeline("unguarded", n_operators=1, rate_scale=BUSY),
+        simulated_pipeline(name, n_operators=1, rate_scale=BUSY),
         {"guard": True, "guard_window": 2, "guard_cooldown": 0},
     )
     for slot in (10, 11):
         run_tick(app.pk, slot)
     assert ApplicationControl.objects.get(application=app).am_config["guard_scale"] < 1.0
+    return app
+
+
+def test_turning_the_guard_off_gives_the_tuned_weights_back():
+    app = guard_acted("unguarded")
     with_am(app, {})
     run_tick(app.pk, 12)
     control = ApplicationControl.objects.get(application=app)
@@ -85,12 +91,7 @@ def test_turning_the_guard_off_gives_the_tuned_weights_back():
 
 
 def test_an_am_tuning_keeps_the_guard_scale():
-    app = with_am(
-        simulated_pipeline("retuned", n_operators=1, rate_scale=BUSY),
-        {"guard": True, "guard_window": 2, "guard_cooldown": 0},
-    )
-    for slot in (10, 11):
-        run_tick(app.pk, slot)
+    app = guard_acted("retuned")
     scale = ApplicationControl.objects.get(application=app).am_config["guard_scale"]
     tune(app.pk, 5)
     assert ApplicationControl.objects.get(application=app).am_config["guard_scale"] == scale
