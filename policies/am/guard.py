@@ -22,6 +22,7 @@ forgets them when the bound changes), not about its weights, so what the OMs lea
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,12 +90,14 @@ class ViolationBudgetGuard:
     scale: float = 1.0
     periods: int = 0
     violations: int = 0
-    recent: list[bool] = field(default_factory=list)
+    recent: deque[bool] = field(default_factory=deque)  # the last ``window`` periods, oldest first
     last_change: int = -(10**9)
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.eta_v < 1.0:
             raise ValueError(f"eta_v: must be in [0, 1), got {self.eta_v}")
+        self.recent = deque(self.recent)
+        self._in_window = sum(self.recent)  # violated periods in ``recent``
 
     def update(self, violated: bool) -> tuple[float, str] | None:
         """Record one period; return ``(new scale, reason)`` when the scale changes, else None."""
@@ -102,11 +105,12 @@ class ViolationBudgetGuard:
         self.periods += 1
         self.violations += int(violated)
         self.recent.append(bool(violated))
+        self._in_window += int(violated)
         if len(self.recent) > p.window:
-            del self.recent[0]
+            self._in_window -= int(self.recent.popleft())
         if self.periods - self.last_change < p.cooldown or len(self.recent) < p.window:
             return None
-        windowed = sum(self.recent) / len(self.recent)
+        windowed = self._in_window / len(self.recent)
         so_far = self.violations / self.periods
         if windowed > p.trigger * self.eta_v and so_far > p.spent * self.eta_v and self.scale > p.min_scale:
             new = max(p.min_scale, self.scale * p.tighten)
