@@ -116,7 +116,12 @@ def test_a_spark_query_is_observed_scaled_live_restarted_with_state_and_rolled_b
         expected: dict[str, int] = {"warm": 1}
         write_words(in_dir, "warm-up.json", expected)  # executors started, first batch planned
         wait_for(lambda: counts_of(agent) == expected, 240, "the warm-up file to be counted")
+        # A batch belongs to the period its trigger started in, and lists its files after that start: a trigger
+        # fired just before t_start could still pick up f0 on a loaded machine (CI once counted 413 of 468
+        # rows). Nothing is written for a while after t_start, so such a trigger has listed an empty directory.
         t_start = time.time()
+        time.sleep(2 * 1.0 + 0.5)  # two trigger intervals (1 s) and a margin
+        t_fed = time.time()  # the first file is written now
         written = 0
         for i in range(8):
             batch = {"alpha": 30 + i, "beta": 20, f"w{i}": 5}
@@ -148,7 +153,7 @@ def test_a_spark_query_is_observed_scaled_live_restarted_with_state_and_rolled_b
 
         # ---- a control tick on this engine (dry run): complete observation, a decision per operator ---------
         period_s = float(app.om_period_s)
-        slot = int(t_start // period_s) + 2  # observes [(slot - 1) T, slot T), inside the fed window
+        slot = int(t_fed // period_s) + 2  # observes [(slot - 1) T, slot T), inside the fed window
         assert slot * period_s <= t_end
         app.dry_run = True
         app.save()
