@@ -503,8 +503,7 @@ def render(
             " The BO AM runs the violation-budget guard (`policies.am.guard`, default parameters: it shifts "
             "the OMs' weights towards performance while the violations of the last 200 periods exceed half of "
             "eta_V) and holds scale-ins while an operator violates, in its simulations, its validation and the "
-            "evaluated run; the "
-            "naive+guard row runs naive's configuration with the same guard."
+            "evaluated run; the naive+guard row runs naive's configuration with the same guard."
             if getattr(args, "guard", False)
             else ""
         ),
