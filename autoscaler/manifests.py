@@ -452,7 +452,8 @@ def engine_binding_warnings(valid: ValidDocument) -> list[str]:
 
 
 def _kind_of(doc: Any) -> str:
-    return doc.get("kind", "") if isinstance(doc, dict) else ""
+    kind = doc.get("kind", "") if isinstance(doc, dict) else ""
+    return kind if isinstance(kind, str) else ""  # any JSON value may be there (a list is unhashable)
 
 
 def apply_text(text: str, owner: AbstractBaseUser | None, *, dry_run: bool = False) -> list[ApplyResult]:

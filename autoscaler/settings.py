@@ -136,6 +136,10 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "autoscaler.api.errors.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    # JSON bodies only: any other media type is a 415 in the API's error format (see autoscaler.api.errors).
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    # ``login``: POSTs to /api/v1/token/ per username and client address (autoscaler.api.throttling).
+    "DEFAULT_THROTTLE_RATES": {"login": os.environ.get("API_LOGIN_THROTTLE_RATE", "5/min")},
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Autoscaler control plane API",
@@ -148,6 +152,11 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "OAS_VERSION": "3.1.0",  # pydantic emits JSON Schema 2020-12 (numeric exclusiveMinimum/Maximum)
+    # every operation documents the error statuses it can answer with the one error schema
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "autoscaler.api.openapi.document_error_responses",
+    ],
 }
 
 # Celery: a broker that needs no server by default (kombu's filesystem transport under var/broker/).

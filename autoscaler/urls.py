@@ -15,3 +15,5 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("", include("dashboard.urls")),
 ]
+
+handler404 = "autoscaler.api.errors.api_not_found"  # JSON under /api/, HTML elsewhere

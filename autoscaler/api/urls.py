@@ -2,10 +2,10 @@
 
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
-from rest_framework.authtoken.views import obtain_auth_token
 from rest_framework.routers import DefaultRouter
 
 from . import views
+from .throttling import ThrottledObtainAuthToken
 
 router = DefaultRouter()
 router.register("catalogs", views.NodeTypeCatalogViewSet, basename="catalog")
@@ -17,7 +17,7 @@ urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path("redoc/", SpectacularRedocView.as_view(url_name="schema"), name="redoc"),
-    path("token/", obtain_auth_token, name="token"),
+    path("token/", ThrottledObtainAuthToken.as_view(), name="token"),
     path("apply/", views.ApplyView.as_view(), name="apply"),
     path("", include(router.urls)),
 ]

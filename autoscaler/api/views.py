@@ -6,7 +6,7 @@ shared: every authenticated user reads them, staff users write them.
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema, extend_schema_view, inline_serializer
 from rest_framework import permissions, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
@@ -16,19 +16,12 @@ from rest_framework.views import APIView
 
 from autoscaler import manifests
 from autoscaler.schemas import FieldError, ManifestError
-from autoscaler.schemas.documents import MANIFEST_MODELS
+from autoscaler.schemas.documents import MANIFEST_MODELS, MANIFEST_RESPONSE_MODELS
 
 from .errors import errors_response
+from .openapi import ERRORS  # noqa: F401  (re-exported: ingest documents its errors with it)
+from .params import ValidatedQueryMixin
 from .serializers import HistorySerializer, ManifestSerializer
-
-ERRORS = inline_serializer(
-    "Errors",
-    {
-        "errors": serializers.ListField(
-            child=inline_serializer("Error", {"loc": serializers.CharField(), "msg": serializers.CharField()})
-        )
-    },
-)
 
 
 class StaffWritesShared(permissions.BasePermission):
@@ -40,8 +33,10 @@ class StaffWritesShared(permissions.BasePermission):
         return request.method in permissions.SAFE_METHODS or request.user.is_staff
 
 
-class ManifestViewSet(viewsets.ViewSet):
-    """List, read, create (POST), create-or-update (PUT) and delete resources of one kind by name."""
+class ManifestViewSet(ValidatedQueryMixin, viewsets.ViewSet):
+    """List, read, create (POST), create-or-update (PUT) and delete resources of one kind by name.
+
+    No query parameter is accepted (``?format=`` aside): any other is a 400 naming it."""
 
     kind = ""
     lookup_field = "name"
@@ -101,9 +96,16 @@ class ManifestViewSet(viewsets.ViewSet):
 
 
 def _documented(kind: str):
-    """Attach the kind's pydantic manifest model to the OpenAPI description of a viewset."""
-    model = MANIFEST_MODELS[kind]
-    return extend_schema(request=model, responses={200: model, 201: model, 400: ERRORS, 404: ERRORS})
+    """Attach the kind's pydantic manifest models to the OpenAPI description of a viewset (error statuses are
+    added to every operation by ``autoscaler.api.openapi.document_error_responses``)."""
+    request, response = MANIFEST_MODELS[kind], MANIFEST_RESPONSE_MODELS[kind]
+    return extend_schema_view(
+        list=extend_schema(responses={200: response}),  # a list action: an array of them
+        retrieve=extend_schema(responses={200: response}),
+        create=extend_schema(request=request, responses={201: response}),
+        update=extend_schema(request=request, responses={200: response, 201: response}),
+        destroy=extend_schema(responses={204: None}),
+    )
 
 
 @_documented("NodeTypeCatalog")
@@ -134,7 +136,7 @@ class DeploymentViewSet(ManifestViewSet):
         return Response(HistorySerializer(self.get_object(name).history.all(), many=True).data)
 
 
-class ApplyView(APIView):
+class ApplyView(ValidatedQueryMixin, APIView):
     """POST a list of manifests (or ``{"items": [...]}``): applied all or nothing, like ``manage.py apply``.
 
     Catalogs and regions in the list need a staff user.
@@ -148,7 +150,6 @@ class ApplyView(APIView):
             200: inline_serializer(
                 "ApplyResults", {"results": serializers.ListField(child=serializers.CharField())}
             ),
-            400: ERRORS,
         },
     )
     def post(self, request: Request) -> Response:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from policies import registry
 
-from .common import Name, SpecModel
+from .common import DB_INT_MAX, Name, SpecModel
 from .connectors import validate_connector
 from .errors import FieldError, from_policy_error
 
@@ -26,7 +26,7 @@ class OperatorSpec(SpecModel):
 
     name: Name
     kind: OperatorKind = "operator"
-    max_parallelism: int = Field(default=1, ge=1)
+    max_parallelism: int = Field(default=1, ge=1, le=DB_INT_MAX)
     selectivity: float = Field(default=1.0, ge=0)
     engine_object: str | None = None
     service_time_ms: float | None = Field(default=None, gt=0)
@@ -56,15 +56,21 @@ class PolicyChoice(SpecModel):
     params: dict[str, Any] = Field(default_factory=dict)
 
 
+def _bare_name_allowed(schema: dict[str, Any]) -> None:
+    """JSON schema of a policy level: a PolicyChoice, a bare policy name (string), or null."""
+    schema["anyOf"] = [*schema.get("anyOf", []), {"type": "string"}]
+
+
 class PoliciesSpec(SpecModel):
     """Policy of each control level: Operator, Application, Region and Infrastructure Manager.
 
-    A level left out uses the controller's default."""
+    A level left out uses the controller's default. A level is written (and exported) as a bare policy name
+    when it has no parameters, else as ``{name, params}``; either form is read as a PolicyChoice."""
 
-    om: PolicyChoice | None = None
-    am: PolicyChoice | None = None
-    rm: PolicyChoice | None = None
-    im: PolicyChoice | None = None
+    om: PolicyChoice | None = Field(default=None, json_schema_extra=_bare_name_allowed)
+    am: PolicyChoice | None = Field(default=None, json_schema_extra=_bare_name_allowed)
+    rm: PolicyChoice | None = Field(default=None, json_schema_extra=_bare_name_allowed)
+    im: PolicyChoice | None = Field(default=None, json_schema_extra=_bare_name_allowed)
 
     @field_validator("om", "am", "rm", "im", mode="before")
     @classmethod
@@ -123,8 +129,8 @@ class RailsSpec(SpecModel):
     previous deployment when the period after a reconfiguration shows the job failing.
     """
 
-    min_replicas: dict[str, int] = Field(default_factory=dict)
-    max_replicas: dict[str, int] = Field(default_factory=dict)
+    min_replicas: dict[str, Annotated[int, Field(le=DB_INT_MAX)]] = Field(default_factory=dict)
+    max_replicas: dict[str, Annotated[int, Field(le=DB_INT_MAX)]] = Field(default_factory=dict)
     scale_down_delay_s: float = Field(default=0.0, ge=0, alias="scaleDownDelayS")
     freeze_windows: list[FreezeWindowSpec] = Field(default_factory=list)
     ineffective_scale_up_ratio: float = Field(default=0.0, ge=0, le=1)
@@ -320,15 +326,14 @@ class ApplicationSpec(SpecModel):
         """Paths whose R_max (ms) is below the sum of their operators' ``serviceTimeMs`` divided by
         ``max_speedup`` (the fastest node type the application may use): such a bound can never be met.
 
-        Operators without ``serviceTimeMs`` count as 0 ms. Needs an acyclic graph (call after
-        :meth:`semantic_errors` found none); at most ``max_paths`` source-to-sink paths are checked.
+        Operators without ``serviceTimeMs`` count as 0 ms. Paths are simple (a cycle elsewhere in the graph, itself
+        an error of :meth:`semantic_errors`, does not hide them); at most ``max_paths`` source-to-sink paths are
+        checked.
         """
         if not max_speedup > 0:
             raise ValueError(f"max_speedup: must be > 0, got {max_speedup}")
         index = self.operator_index()
         edges = [(a, b) for a, b in self.streams if a in index and b in index]
-        if find_cycle(list(index), edges):
-            return []
         successors = _successors(list(index), edges)
         overrides = {tuple(p.path): (i, p.r_max_ms) for i, p in enumerate(self.slo.paths)}
         errors: list[FieldError] = []
@@ -336,11 +341,8 @@ class ApplicationSpec(SpecModel):
         seen = 0
         while stack and seen < max_paths:
             path = stack.pop()
-            nxt = successors.get(path[-1], [])
-            if nxt:
-                stack.extend(path + [n] for n in nxt)
-                continue
             if self.operators[index[path[-1]]].kind != "sink":
+                stack.extend(path + [n] for n in successors.get(path[-1], []) if n not in path)
                 continue
             seen += 1
             floor = sum(self.operators[index[n]].service_time_ms or 0.0 for n in path) / max_speedup

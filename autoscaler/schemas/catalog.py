@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from .common import Name, SpecModel
+from .common import DB_INT_MAX, Name, SpecModel
 from .errors import FieldError
 
 
@@ -12,8 +12,8 @@ class NodeTypeSpec(SpecModel):
     """One node type. ``speedup``: relative to the reference node (1.0), > 0; ``pricePerHour``: currency/h, >= 0."""
 
     name: Name
-    cores: int = Field(ge=1, description="vCPU cores")
-    memory_mib: int = Field(ge=1, alias="memoryMiB", description="memory (MiB)")
+    cores: int = Field(ge=1, le=DB_INT_MAX, description="vCPU cores")
+    memory_mib: int = Field(ge=1, le=DB_INT_MAX, alias="memoryMiB", description="memory (MiB)")
     speedup: float = Field(gt=0, description="relative speedup, 1.0 = reference node")
     price_per_hour: float = Field(ge=0, description="price (currency per hour)")
 

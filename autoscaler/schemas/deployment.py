@@ -6,7 +6,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from .common import Name, SpecModel
+from .common import DB_INT_MAX, Name, SpecModel
 
 
 class DeploymentSpec(SpecModel):
@@ -15,7 +15,7 @@ class DeploymentSpec(SpecModel):
     application: Name
     operator: Name
     region: Name
-    replicas: dict[Name, Annotated[int, Field(ge=0)]] = Field(min_length=1)
+    replicas: dict[Name, Annotated[int, Field(ge=0, le=DB_INT_MAX)]] = Field(min_length=1)
 
     def total(self) -> int:
         return sum(self.replicas.values())

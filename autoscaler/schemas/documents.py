@@ -7,6 +7,8 @@ object so that this module needs no database.
 
 from __future__ import annotations
 
+import copy
+import math
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -16,7 +18,7 @@ from .application import ApplicationSpec
 from .catalog import NodeTypeCatalogSpec
 from .common import API_VERSION, Metadata
 from .deployment import DeploymentSpec
-from .errors import FieldError, ManifestError, from_pydantic
+from .errors import FieldError, ManifestError, from_pydantic, join_loc
 from .region import RegionSpec
 
 #: Kinds in the order in which a multi-document manifest is applied (dependencies first).
@@ -97,6 +99,10 @@ def validate_document(
 ) -> ValidDocument:
     """Validate one manifest document; raise ManifestError listing every error found.
 
+    Envelope, field, graph and reference checks all run, so that one answer lists every error of the
+    document: a field that fails its own check is left at its default for the checks that need the whole spec
+    (errors that would only follow from that default are not reported). Any JSON shape is accepted as input.
+
     ``refs`` = None skips the checks of references to stored resources. ``expected_kind`` / ``expected_name``
     (API paths) are filled in when the document leaves them out and must match when it gives them.
     """
@@ -105,23 +111,27 @@ def validate_document(
             [FieldError("", f"a manifest document must be a mapping, got {type(doc).__name__}")]
         )
     doc = dict(doc)
-    errors: list[FieldError] = []
+    errors: list[FieldError] = non_finite_numbers(doc)
     if expected_kind is not None:
         doc.setdefault("apiVersion", API_VERSION)
         doc.setdefault("kind", expected_kind)
         if doc["kind"] != expected_kind:
             errors.append(
-                FieldError("kind", f"must be {expected_kind!r} at this endpoint, got {doc['kind']!r}")
+                FieldError("kind", f"must be {expected_kind!r} at this endpoint, got {_shown(doc['kind'])}")
             )
-    extra = sorted(set(doc) - {"apiVersion", "kind", "metadata", "spec"})
+    extra = sorted(str(key) for key in set(doc) - {"apiVersion", "kind", "metadata", "spec"})
     errors += [FieldError(key, "unknown top-level field") for key in extra]
     if doc.get("apiVersion") != API_VERSION:
         errors.append(
-            FieldError("apiVersion", f"unknown version {doc.get('apiVersion')!r}: expected {API_VERSION!r}")
+            FieldError(
+                "apiVersion", f"unknown version {_shown(doc.get('apiVersion'))}: expected {API_VERSION!r}"
+            )
         )
-    kind = doc.get("kind")
+    kind = doc.get("kind") if isinstance(doc.get("kind"), str) else None
     if kind not in KIND_SPECS:
-        errors.append(FieldError("kind", f"unknown kind {kind!r}: choose one of {', '.join(KIND_SPECS)}"))
+        errors.append(
+            FieldError("kind", f"unknown kind {_shown(doc.get('kind'))}: choose one of {', '.join(KIND_SPECS)}")
+        )
     metadata = doc.get("metadata")
     if expected_name is not None:
         metadata = {"name": expected_name, **(metadata if isinstance(metadata, dict) else {})}
@@ -134,18 +144,79 @@ def validate_document(
         errors += from_pydantic(exc, "metadata")
     if "spec" not in doc:
         errors.append(FieldError("spec", "Field required"))
-    if errors or kind not in KIND_SPECS:
+    if kind not in KIND_SPECS or "spec" not in doc:
         raise ManifestError(errors)
-    try:
-        spec = KIND_SPECS[kind].model_validate(doc["spec"])
-    except ValidationError as exc:
-        raise ManifestError(from_pydantic(exc, "spec")) from None
-    errors = spec.semantic_errors() if hasattr(spec, "semantic_errors") else []
-    if refs is not None:
-        errors += reference_errors(kind, name, spec, refs)
+    spec, spec_errors, defaulted = _validate_spec(KIND_SPECS[kind], doc["spec"])
+    errors += spec_errors
+    if spec is not None:
+        later = spec.semantic_errors() if hasattr(spec, "semantic_errors") else []
+        if refs is not None and name is not None:
+            later += reference_errors(kind, name, spec, refs)
+        errors += [e for e in later if not _under(e.loc, defaulted)]
     if errors:
         raise ManifestError(errors)
     return ValidDocument(kind, name, spec)
+
+
+def _shown(value: Any) -> str:
+    """A value quoted in an error message (at most 80 characters)."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _under(loc: str, roots: set[str]) -> bool:
+    return any(loc == root or loc.startswith((root + ".", root + "[")) for root in roots)
+
+
+def non_finite_numbers(value: Any, loc: str = "") -> list[FieldError]:
+    """A FieldError for every NaN or infinite number anywhere in a JSON-like document (JSON has none, and
+    ``1e999`` parses as infinity)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return [FieldError(loc, "must be a finite number")]
+    if isinstance(value, dict):
+        return [e for key, item in value.items() for e in non_finite_numbers(item, join_loc(loc, str(key)))]
+    if isinstance(value, list):
+        return [e for i, item in enumerate(value) for e in non_finite_numbers(item, join_loc(loc, i))]
+    return []
+
+
+def _validate_spec(model: type[BaseModel], data: Any) -> tuple[Any, list[FieldError], set[str]]:
+    """(spec or None, field errors, locs of the fields left at their defaults).
+
+    When fields fail their checks, they are removed and the rest validated again, so that the checks of the
+    whole spec can still run; None when that is not possible (a required field or a list item is wrong)."""
+    try:
+        return model.model_validate(data), [], set()
+    except ValidationError as exc:
+        errors = from_pydantic(exc, "spec")
+        pruned = copy.deepcopy(data)
+        for item in exc.errors(include_url=False):
+            if item["type"] == "missing" or not _remove(pruned, item["loc"]):
+                return None, errors, set()
+        try:
+            spec = model.model_validate(pruned)
+        except ValidationError:
+            return None, errors, set()
+        return spec, errors, {e.loc for e in errors}
+
+
+def _remove(data: Any, loc: tuple[str | int, ...]) -> bool:
+    """Delete the mapping entry at ``loc`` (a pydantic error location) from ``data``; False if it is not one."""
+    if not loc:
+        return False
+    parent = data
+    for part in loc[:-1]:
+        if isinstance(parent, dict) and isinstance(part, str) and part in parent:
+            parent = parent[part]
+        elif isinstance(parent, list) and isinstance(part, int) and 0 <= part < len(parent):
+            parent = parent[part]
+        else:
+            return False
+    key = loc[-1]
+    if isinstance(parent, dict) and isinstance(key, str):
+        parent.pop(key, None)
+        return True
+    return False
 
 
 def reference_errors(kind: str, name: str, spec: Any, refs: References) -> list[FieldError]:
@@ -201,7 +272,7 @@ def _application_refs(name: str, spec: ApplicationSpec, refs: References) -> lis
         if i is not None and spec.regions and region not in spec.regions:
             errors.append(FieldError("spec.regions", f"deployment {deployment!r} runs in region {region!r}"))
     speedups = [refs.region_max_speedup(region) for region in spec.regions]
-    if speedups and not errors and all(v is not None and v > 0 for v in speedups):
+    if speedups and all(v is not None and v > 0 for v in speedups):
         errors.extend(spec.unmeetable_path_errors(max(speedups)))  # an R_max that no node type can ever meet
     return errors
 
@@ -268,4 +339,15 @@ def manifest_model(kind: str) -> type[BaseModel]:
     )
 
 
+def manifest_response_model(kind: str) -> type[BaseModel]:
+    """A stored ``kind`` resource as the API answers it: its manifest, and ``warnings`` when a check could not
+    be made (e.g. the engine was unreachable)."""
+    return create_model(
+        f"{kind}Resource",
+        __base__=MANIFEST_MODELS[kind],
+        warnings=(list[str] | None, None),
+    )
+
+
 MANIFEST_MODELS: dict[str, type[BaseModel]] = {kind: manifest_model(kind) for kind in KIND_SPECS}
+MANIFEST_RESPONSE_MODELS: dict[str, type[BaseModel]] = {kind: manifest_response_model(kind) for kind in KIND_SPECS}

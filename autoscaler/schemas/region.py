@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from .common import Name, SpecModel
+from .common import DB_INT_MAX, Name, SpecModel
 
 #: how a region's nodes come into being: ``bookkeeping`` (counted only: simulated engine, or nodes someone else
 #: manages), ``spark-standalone`` (Spark standalone Worker processes), ``flink-taskmanagers`` (Flink TaskManager
@@ -30,7 +30,7 @@ class RegionSpec(SpecModel):
     """
 
     catalog: Name
-    max_nodes: int = Field(ge=1)
-    max_new_nodes_per_period: int = Field(ge=1)
+    max_nodes: int = Field(ge=1, le=DB_INT_MAX)
+    max_new_nodes_per_period: int = Field(ge=1, le=DB_INT_MAX)
     provisioning_delay_s: float = Field(default=0.0, ge=0)
     provider: ProviderSpec = Field(default_factory=ProviderSpec)
