@@ -23,7 +23,10 @@ ERRORS_SCHEMA = {
             "items": {
                 "type": "object",
                 "properties": {
-                    "loc": {"type": "string", "description": "dotted path of the field, parameter name, or ''"},
+                    "loc": {
+                        "type": "string",
+                        "description": "dotted path of the field, parameter name, or ''",
+                    },
                     "msg": {"type": "string", "description": "why it was rejected"},
                 },
                 "required": ["loc", "msg"],

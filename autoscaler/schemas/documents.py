@@ -130,7 +130,9 @@ def validate_document(
     kind = doc.get("kind") if isinstance(doc.get("kind"), str) else None
     if kind not in KIND_SPECS:
         errors.append(
-            FieldError("kind", f"unknown kind {_shown(doc.get('kind'))}: choose one of {', '.join(KIND_SPECS)}")
+            FieldError(
+                "kind", f"unknown kind {_shown(doc.get('kind'))}: choose one of {', '.join(KIND_SPECS)}"
+            )
         )
     metadata = doc.get("metadata")
     if expected_name is not None:
@@ -350,4 +352,6 @@ def manifest_response_model(kind: str) -> type[BaseModel]:
 
 
 MANIFEST_MODELS: dict[str, type[BaseModel]] = {kind: manifest_model(kind) for kind in KIND_SPECS}
-MANIFEST_RESPONSE_MODELS: dict[str, type[BaseModel]] = {kind: manifest_response_model(kind) for kind in KIND_SPECS}
+MANIFEST_RESPONSE_MODELS: dict[str, type[BaseModel]] = {
+    kind: manifest_response_model(kind) for kind in KIND_SPECS
+}
