@@ -55,7 +55,7 @@ def test_summary_and_decisions(api, app):
 def test_rails_are_validated_and_stored(api):
     bad = api.put("/api/v1/control/applications/api-app/rails/", {"maxReplicas": {"ghost": 2}}, format="json")
     assert bad.status_code == 400
-    assert bad.json()["errors"][0]["field"] == "rails.maxReplicas.ghost"
+    assert bad.json()["errors"][0]["loc"] == "rails.maxReplicas.ghost"
     ok = api.put(
         "/api/v1/control/applications/api-app/rails/",
         {"maxReplicas": {"op0": 3}, "scaleDownDelayS": 300},
@@ -73,7 +73,7 @@ def test_agents_export_import_round_trip_and_reset(api, app):
     tampered = json.loads(json.dumps(exported))
     tampered["agents"]["op0"]["state"] = "bm90IGEgc3RhdGU="
     bad = api.put("/api/v1/control/applications/api-app/agents/", tampered, format="json")
-    assert bad.status_code == 400 and bad.json()["errors"][0]["field"] == "agents.op0.state"
+    assert bad.status_code == 400 and bad.json()["errors"][0]["loc"] == "agents.op0.state"
     assert api.put("/api/v1/control/applications/api-app/agents/", exported, format="json").json() == {
         "imported": 2
     }

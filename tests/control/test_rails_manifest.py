@@ -85,7 +85,7 @@ def test_api_shows_rails_and_the_rails_endpoint_writes_the_application():
     shown = client.get("/api/v1/applications/railed/").json()
     assert shown["spec"]["rails"] == {"maxReplicas": {"op1": 3}}
     bad = client.put("/api/v1/control/applications/railed/rails/", {"minReplicas": {"op1": 11}}, format="json")
-    assert bad.status_code == 400 and bad.json()["errors"][0]["field"] == "rails.minReplicas.op1"
+    assert bad.status_code == 400 and bad.json()["errors"][0]["loc"] == "rails.minReplicas.op1"
     app.refresh_from_db()
     assert app.rails == {"maxReplicas": {"op1": 3}}
 

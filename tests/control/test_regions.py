@@ -186,7 +186,7 @@ def test_region_endpoint_shows_nodes_steps_and_sets_the_period():
     admin = get_user_model().objects.create_user("root", is_staff=True)
     client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=admin).key}")
     bad = client.put("/api/v1/control/regions/region-a/", {"rmPeriodS": -5}, format="json")
-    assert bad.status_code == 400 and bad.json()["errors"][0]["field"] == "rmPeriodS"
+    assert bad.status_code == 400 and bad.json()["errors"][0]["loc"] == "rmPeriodS"
     assert RegionControl.objects.get(region=region).rm_period_s is None
     ok = client.put("/api/v1/control/regions/region-a/", {"rmPeriodS": 120}, format="json")
     assert ok.status_code == 200 and ok.json()["rm_period_s"] == 120.0
