@@ -417,3 +417,67 @@ def test_unmeetable_r_max_is_rejected_when_applied_to_a_region(stored, alice):
     assert manifests.DatabaseReferences(alice).application("wordcount").slo.r_max_ms == 60  # unchanged
     doc["spec"]["slo"]["rMaxMs"] = 45.0
     manifests.apply_documents([doc], alice)
+
+
+# ---- every error of a document in one answer: field, graph and reference checks together --------------------
+def _cyclic_slow_bad(r_max_ms: float = 40.0) -> dict:
+    """A cycle (counter -> splitter), etaV 1.5, K_max 0 and an rMaxMs below the operators' service times."""
+    doc = _timed(r_max_ms)
+    doc["spec"]["slo"]["etaV"] = 1.5
+    doc["spec"]["operators"][2]["maxParallelism"] = 0
+    doc["spec"]["streams"].append(["counter", "splitter"])
+    doc["spec"]["regions"] = ["r1"]
+    return doc
+
+
+def test_field_graph_and_reference_errors_are_reported_together(stored, alice):
+    with pytest.raises(ManifestError) as info:
+        manifests.apply_documents([_cyclic_slow_bad()], alice)
+    found = {e.loc: e.msg for e in info.value.errors}
+    assert set(found) == {
+        "spec.slo.etaV",
+        "spec.operators[2].maxParallelism",
+        "spec.streams",
+        "spec.slo.rMaxMs",
+    }, found
+    assert found["spec.streams"].startswith("cycle ")
+    assert "can never be met" in found["spec.slo.rMaxMs"]
+    assert manifests.DatabaseReferences(alice).application("wordcount").slo.eta_v == 0.05  # nothing stored
+
+
+def test_envelope_and_spec_errors_are_reported_together():
+    doc = app(slo={"rMaxMs": 60, "etaR": 3})
+    doc["apiVersion"] = "v0"
+    doc["metadata"] = {"name": "bad name"}
+    doc["spec"]["streams"].append(["top", "sentences"])  # out of a sink, into a source
+    found = errors_of(doc)
+    assert {"apiVersion", "metadata.name", "spec.slo.etaR", "spec.streams[3]"} <= set(found), found
+
+
+def test_a_field_left_at_its_default_raises_no_follow_up_error(stored, alice):
+    """K_max 0 is reported once: the check of the deployments against K_max does not also report it at 1."""
+    manifests.apply_documents([deployment(replicas={"n1": 2})], alice)
+    doc = app()
+    doc["spec"]["operators"][1]["maxParallelism"] = 0
+    with pytest.raises(ManifestError) as info:
+        manifests.apply_documents([doc], alice)
+    assert [(e.loc, e.msg.split(",")[0]) for e in info.value.errors] == [
+        ("spec.operators[1].maxParallelism", "Input should be greater than or equal to 1")
+    ]
+
+
+def test_an_unmeetable_bound_is_found_past_a_cycle():
+    spec = validate_document(_timed(40.0), None).spec
+    spec.streams.append(("counter", "splitter"))
+    assert [e.loc for e in spec.unmeetable_path_errors()] == ["spec.slo.rMaxMs"]
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [{"kind": ["Application"]}, {"kind": {"a": 1}}, {"apiVersion": []}, {"metadata": []}, {"spec": []}],
+)
+def test_any_json_shape_is_a_manifest_error(shape):
+    doc = {**app(), **shape}
+    with pytest.raises(ManifestError):
+        validate_document(doc, None, expected_kind="Application")
+    assert manifests._kind_of(doc) in ("", "Application")  # apply's dependency order reads any kind value
