@@ -137,7 +137,7 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "autoscaler.api.errors.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
     # JSON bodies only: any other media type is a 415 in the API's error format (see autoscaler.api.errors).
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["autoscaler.api.parsers.StrictJSONParser"],
     # ``login``: POSTs to /api/v1/token/ per username and client address (autoscaler.api.throttling).
     "DEFAULT_THROTTLE_RATES": {"login": os.environ.get("API_LOGIN_THROTTLE_RATE", "5/min")},
 }

@@ -8,9 +8,10 @@ import hashlib
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.authtoken.views import ObtainAuthToken
-from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.throttling import SimpleRateThrottle
+
+from .parsers import StrictJSONParser
 
 
 class LoginRateThrottle(SimpleRateThrottle):
@@ -28,7 +29,7 @@ class LoginRateThrottle(SimpleRateThrottle):
 class ThrottledObtainAuthToken(ObtainAuthToken):
     """``POST {"username", "password"}`` (JSON) -> ``{"token"}``: the user's API token."""
 
-    parser_classes = [JSONParser]
+    parser_classes = [StrictJSONParser]
     throttle_classes = [LoginRateThrottle]
 
     @extend_schema(

@@ -59,8 +59,9 @@ def test_bodies_that_are_not_json_get_415(alice_api, alice, path, content_type, 
     assert m.Application.objects.filter(rails={}).count() == m.Application.objects.count() <= 1
 
 
-def test_malformed_json_is_a_400_naming_the_body(alice_api):
-    response = alice_api.post(APPS, data="{not json", content_type="application/json")
+@pytest.mark.parametrize("text", ["{not json", '{"a": NaN}', "[" * 100_000 + "]" * 100_000])
+def test_malformed_json_is_a_400_naming_the_body(alice_api, text):
+    response = alice_api.post(APPS, data=text, content_type="application/json")
     assert response.status_code == 400 and locs(response) == {"body"}
 
 
