@@ -8,7 +8,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework.request import Request
 
@@ -68,7 +67,7 @@ class QueryParam:
             schema_type = {"type": "array", "items": schema_type}
         return OpenApiParameter(
             self.name,
-            type=schema_type if schema_type else OpenApiTypes.STR,
+            type=schema_type,
             location=OpenApiParameter.QUERY,
             required=False,
             many=None,

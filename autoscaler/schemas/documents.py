@@ -146,8 +146,8 @@ def validate_document(
         errors += from_pydantic(exc, "metadata")
     if "spec" not in doc:
         errors.append(FieldError("spec", "Field required"))
-    if kind not in KIND_SPECS or "spec" not in doc:
-        raise ManifestError(errors)
+    if kind not in KIND_SPECS or "spec" not in doc or (expected_kind is not None and kind != expected_kind):
+        raise ManifestError(errors)  # no spec to check, or checked as the wrong kind
     spec, spec_errors, defaulted = _validate_spec(KIND_SPECS[kind], doc["spec"])
     errors += spec_errors
     if spec is not None:

@@ -481,3 +481,10 @@ def test_any_json_shape_is_a_manifest_error(shape):
     with pytest.raises(ManifestError):
         validate_document(doc, None, expected_kind="Application")
     assert manifests._kind_of(doc) in ("", "Application")  # apply's dependency order reads any kind value
+
+
+def test_a_document_of_another_kind_at_a_kind_endpoint_is_not_checked_as_that_kind():
+    doc = {"kind": "Region", "metadata": {"name": "r"}, "spec": {"catalog": "c"}}
+    with pytest.raises(ManifestError) as info:
+        validate_document(doc, None, expected_kind="Application")
+    assert [e.loc for e in info.value.errors] == ["kind"]
