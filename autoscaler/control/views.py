@@ -220,6 +220,7 @@ class TenantView:
         owned = Application.objects.filter(owner=user).values_list("pk", "name")
         self.app_ids = {pk for pk, _ in owned}
         self.app_names = {name for _, name in owned}
+        self._id_texts = {str(pk) for pk in self.app_ids}
 
     def text(self, value: Any) -> Any:
         """A text with other users' application names replaced (``application 'x'`` -> another user's)."""
@@ -233,7 +234,7 @@ class TenantView:
         """A node's ``'<application id>/<operator>'`` entries of the user's applications."""
         if self.all:
             return list(entries)
-        return [e for e in entries if str(e).partition("/")[0] in {str(i) for i in self.app_ids}]
+        return [e for e in entries if str(e).partition("/")[0] in self._id_texts]
 
     def step_state(self, state: dict[str, Any]) -> dict[str, Any]:
         if self.all:
