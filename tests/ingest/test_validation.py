@@ -87,7 +87,13 @@ def test_every_edge_value_is_stored_and_read_back(spark_app, alice, monkeypatch)
     assert roll.input_rows == INT64_MAX and roll.e2e_n == INT64_MAX
     # acknowledgements at their edges
     store.set_desired(op, 1, {"name": "small"})
-    ack = {"generation": 1, "executors": INT32_MAX, "downtimeS": MAX_SECONDS, "durationS": 0, "error": "e" * 10_000}
+    ack = {
+        "generation": 1,
+        "executors": INT32_MAX,
+        "downtimeS": MAX_SECONDS,
+        "durationS": 0,
+        "error": "e" * 10_000,
+    }
     assert token_client(alice).post(f"{URL}/applied", ack, format="json").status_code == 201
     a = AppliedAck.objects.get()
     assert (a.executors, a.downtime_s, len(a.error)) == (INT32_MAX, MAX_SECONDS, 10_000)
@@ -126,7 +132,8 @@ def test_every_edge_value_is_stored_and_read_back(spark_app, alice, monkeypatch)
 def test_values_past_an_edge_are_rejected_by_name(spark_app, alice, raw, loc):
     r = token_client(alice).post(f"{URL}/progress", raw, content_type="application/json")
     assert r.status_code == 400, r.content[:300]
-    assert any(x == loc or x.startswith(loc + ".") or x.startswith(loc + "[") for x in locs(r)), (loc, r.json())
+    found = locs(r)
+    assert any(x == loc or x.startswith(loc + ".") or x.startswith(loc + "[") for x in found), (loc, found)
     assert all(e["msg"] for e in r.json()["errors"])
     assert nothing_stored()
 
