@@ -7,7 +7,8 @@ kept as raw JSON (whose depth, numbers and strings ``autoscaler.ingest.body`` ha
 Every number is bounded so that a stored row can always be read back: integers within their column's range
 (``BigIntegerField``: 2^63-1, ``IntegerField``: 2^31-1), floats finite and non-negative with sane upper bounds
 (rates <= 1e12 tuples/s, batch durations <= 1e10 ms, latencies and durations <= 1e7 s); strings no longer than
-their column; timestamps between 2000-01-01 and one day after now (UTC).
+their column; timestamps between 2000-01-01 and one day after now (UTC) at the endpoints (``parse``), before
+the year 9000 for direct validation.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import time
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo
 
 from autoscaler.schemas.errors import FieldError, from_pydantic
 
@@ -31,6 +32,7 @@ MAX_SECONDS = 1e7  # s (about 116 days)
 MAX_BACKLOG = 1e18  # tuples
 MAX_ERROR_CHARS = 10_000
 EARLIEST = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
+LATEST = dt.datetime(9000, 1, 1, tzinfo=dt.UTC)  # far from year 10000, which Python cannot read back
 FUTURE_SLACK = dt.timedelta(days=1)
 
 Count = Annotated[int, Field(ge=0, le=INT64_MAX)]
@@ -40,27 +42,30 @@ Seconds = Annotated[float, Field(ge=0, le=MAX_SECONDS, allow_inf_nan=False, desc
 Executors = Annotated[int, Field(ge=0, le=INT32_MAX)]
 
 
-def latest_allowed() -> dt.datetime:
-    """The latest timestamp accepted now: one day ahead of the server's clock (UTC)."""
-    return dt.datetime.now(dt.UTC) + FUTURE_SLACK
+def latest_allowed(info: ValidationInfo) -> dt.datetime:
+    """The latest timestamp accepted: one day ahead of the clock the endpoint validates with (``parse`` passes
+    ``context={"now": epoch s}``); without a clock (connectors and tests validating directly), ``LATEST``."""
+    now = (info.context or {}).get("now")
+    return LATEST if now is None else dt.datetime.fromtimestamp(now, dt.UTC) + FUTURE_SLACK
 
 
-def sane_datetime(v: dt.datetime) -> dt.datetime:
-    """An aware datetime (naive ones are UTC) between 2000-01-01 and one day after now."""
+def sane_datetime(v: dt.datetime, info: ValidationInfo) -> dt.datetime:
+    """An aware datetime in UTC (naive ones are UTC) between 2000-01-01 and ``latest_allowed``."""
     v = v if v.tzinfo else v.replace(tzinfo=dt.UTC)
     if v < EARLIEST:
         raise ValueError(f"must not be before {EARLIEST.date().isoformat()}")
-    if v > latest_allowed():
-        raise ValueError("must not be more than one day in the future")
+    if v > latest_allowed(info):
+        raise ValueError(
+            "must not be more than one day in the future" if v <= LATEST else "must be before the year 9000"
+        )
     return v.astimezone(dt.UTC)
 
 
-def sane_epoch_seconds(v: float) -> float:
-    """Seconds since the epoch between 2000-01-01 and one day after now."""
-    if not math.isfinite(v) or v < EARLIEST.timestamp():
+def sane_epoch_seconds(v: float, info: ValidationInfo) -> float:
+    """Seconds since the epoch between 2000-01-01 and ``latest_allowed``."""
+    if v < EARLIEST.timestamp():
         raise ValueError(f"must not be before {EARLIEST.date().isoformat()} ({EARLIEST.timestamp():.0f} s)")
-    if v > time.time() + FUTURE_SLACK.total_seconds():
-        raise ValueError("must not be more than one day in the future")
+    sane_datetime(dt.datetime.fromtimestamp(min(v, LATEST.timestamp() + 1), dt.UTC), info)
     return v
 
 
@@ -163,11 +168,14 @@ class AppliedPayload(BaseModel):
     driver: Driver | None = None
 
 
-def parse(model: type[BaseModel], data: Any) -> tuple[BaseModel | None, list[FieldError]]:
-    """``(payload, [])`` or ``(None, errors)``; a body that is not a JSON object is one error at the root."""
+def parse(
+    model: type[BaseModel], data: Any, now: float | None = None
+) -> tuple[BaseModel | None, list[FieldError]]:
+    """``(payload, [])`` or ``(None, errors)``; a body that is not a JSON object is one error at the root.
+    Timestamps may be at most one day after ``now`` (epoch s; default: the clock)."""
     if not isinstance(data, dict):
         return None, [FieldError("", "the body must be a JSON object")]
     try:
-        return model.model_validate(data), []
+        return model.model_validate(data, context={"now": time.time() if now is None else now}), []
     except ValidationError as exc:
         return None, from_pydantic(exc)

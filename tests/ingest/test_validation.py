@@ -172,3 +172,20 @@ def test_only_json_is_read_and_the_size_is_limited(spark_app, alice, settings):
     r = api.post(f"{URL}/progress", b"\xff\xfe{}", content_type="application/json")
     assert r.status_code == 400 and "UTF-8" in r.json()["errors"][0]["msg"]
     assert nothing_stored()
+
+
+def test_the_clock_bounds_endpoint_timestamps_and_storability_bounds_direct_validation():
+    """The endpoints judge timestamps against the server's clock; connectors validating directly (virtual time)
+    are held to what can be stored and read back."""
+    from pydantic import ValidationError
+
+    from autoscaler.ingest.serializers import ProgressPayload, parse
+
+    future = {"progress": [item(timestamp="2030-01-01T00:00:00Z")]}
+    now = dt.datetime(2029, 12, 31, tzinfo=dt.UTC).timestamp()
+    assert parse(ProgressPayload, future, now=now)[1] == []
+    payload, errors = parse(ProgressPayload, future, now=now - 86400)
+    assert payload is None and [e.loc for e in errors] == ["progress[0].timestamp"]
+    assert ProgressPayload.model_validate(future).progress[0].timestamp.year == 2030
+    with pytest.raises(ValidationError, match="before the year 9000"):
+        ProgressPayload.model_validate({"progress": [item(timestamp="9999-12-31T23:59:59-12:00")]})
