@@ -47,3 +47,22 @@ def test_a_wrong_token_is_retried_not_dropped(live_server, spark_app):
     agent.token = tokens.issue(spark_app)
     assert agent.flush(30)
     assert list(ProgressSample.objects.values_list("batch_id", flat=True)) == [1]
+
+
+def test_the_bench_stub_takes_only_its_ingest_token():
+    """The bench harness's stand-in for the control plane checks the token like the real endpoints."""
+    from connectors.spark.bench.ingest_stub import IngestStub, new_token
+
+    stub = IngestStub(token=new_token()).start()
+    try:
+        wrong = SparkAgent("bench", "op", stub.url, new_token(), batch_size=5)
+        wrong.on_progress(progress(1))
+        assert not wrong.flush(0.5) and stub.since(0)[0] == []
+        with pytest.raises(Exception, match="401"):
+            wrong.fetch_desired()
+        right = SparkAgent("bench", "op", stub.url, stub.token, batch_size=5)
+        right.on_progress(progress(2))
+        assert right.flush(10) and [p["batchId"] for p in stub.since(0)[0]] == [2]
+        assert right.fetch_desired()[0] == 0
+    finally:
+        stub.stop()
