@@ -33,6 +33,9 @@ class IngestPrincipal:
     def __str__(self) -> str:
         return self.username
 
+    def get_username(self) -> str:
+        return self.username
+
     def has_perm(self, perm: str, obj: object = None) -> bool:
         return False
 
