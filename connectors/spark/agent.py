@@ -41,7 +41,7 @@ What the agent does:
     A failed post is retried (exponential backoff up to 10 s); the query is never blocked. The listener also
     sends a heartbeat (``progress: []``) every ``ship_interval_s`` so the control plane knows the driver.
     A shipment the control plane refuses for good never blocks the queue: on 413 (body over its size limit) the
-    next shipments are halved until they fit; on 400 the items its errors name (``progress[i]``,
+    shipments are halved until they fit (and stay that size); on 400 the items its errors name (``progress[i]``,
     ``latency[j]``) are dropped and counted in ``stats.rejected``, a single item refused as a whole too, and
     a refused ``driver`` block is left out of later shipments; the rest is shipped again at once.
 
@@ -246,7 +246,9 @@ class SparkAgent:
         self.base = url.rstrip("/") + f"/api/v1/ingest/{application}/{operator}"
         self.token = token
         self.batch_size = batch_size
-        self._ship_limit = batch_size  # items per shipment: halved after a 413, back to batch_size on success
+        # items per shipment: what fits the control plane's size limit (a 413 halves it, for good), and less
+        # while looking for an item refused without a path (back to batch_size after a success)
+        self._fit_limit = self._probe_limit = batch_size
         self._send_driver = True  # False once the control plane refused the driver block
         self.ship_interval_s = ship_interval_s
         self.poll_interval_s = poll_interval_s
@@ -326,7 +328,7 @@ class SparkAgent:
 
     def _ship_locked(self) -> bool:
         with self._lock:
-            items = list(self._queue)[: self._ship_limit]
+            items = list(self._queue)[: min(self._fit_limit, self._probe_limit)]
         body = {
             "progress": [i for k, i in items if k == "progress"],
             "latency": [i for k, i in items if k == "latency"],
@@ -348,7 +350,7 @@ class SparkAgent:
             return False
         self._forget(items)
         self.stats.shipped += len(items)
-        self._ship_limit = self.batch_size
+        self._probe_limit = self.batch_size
         return True
 
     def _forget(self, items: list[tuple[str, dict[str, Any]]]) -> None:
@@ -364,9 +366,9 @@ class SparkAgent:
         something changed (fewer items queued, smaller shipments, no driver block): ship again at once."""
         paths, reason = _error_paths(exc)
         if exc.code == 413 and len(items) > 1:
-            self._ship_limit = max(1, len(items) // 2)
+            self._fit_limit = max(1, len(items) // 2)
             log.warning("streamscaler agent: %d items too large to ship at once (%s); %d per shipment",
-                        len(items), reason, self._ship_limit)  # fmt: skip
+                        len(items), reason, self._fit_limit)  # fmt: skip
             return True
         by_kind = {kind: [i for i in items if i[0] == kind] for kind in ("progress", "latency")}
         named: list[tuple[str, dict[str, Any]]] = []
@@ -382,7 +384,7 @@ class SparkAgent:
                       "shipping without it", reason)  # fmt: skip
             return True
         if not named and len(items) > 1:  # refused as a whole: find the culprit in smaller shipments
-            self._ship_limit = max(1, len(items) // 2)
+            self._probe_limit = max(1, len(items) // 2)
             return True
         named = named or list(items)
         if not named:
