@@ -207,3 +207,19 @@ def test_the_command_rejects_bad_input_and_changes_nothing(apps, args, message):
     with pytest.raises(CommandError, match=message):
         command(*args)
     assert IngestToken.objects.count() == 0
+
+
+def test_the_admin_lists_and_revokes_but_never_shows_or_creates_a_secret(apps, client, django_user_model):
+    secret = tokens.issue(apps["wc"])
+    row = IngestToken.objects.get()
+    client.force_login(django_user_model.objects.create_superuser("root", password="pw-root-1"))
+    listing = client.get("/admin/ingest/ingesttoken/")
+    assert listing.status_code == 200 and row.prefix.encode() in listing.content
+    detail = client.get(f"/admin/ingest/ingesttoken/{row.pk}/change/")
+    assert detail.status_code == 200
+    for page in (listing, detail):
+        assert secret.encode() not in page.content and row.key_hash.encode() not in page.content
+    assert client.get("/admin/ingest/ingesttoken/add/").status_code == 403
+    r = client.post(f"/admin/ingest/ingesttoken/{row.pk}/delete/", {"post": "yes"})
+    assert r.status_code == 302 and not IngestToken.objects.exists()
+    assert tokens.lookup(secret) is None
