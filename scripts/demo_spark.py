@@ -124,11 +124,12 @@ def parse_args() -> argparse.Namespace:
 
 
 def _setup(args: argparse.Namespace, cluster, workdir: Path) -> tuple[object, str]:
-    """Create (afresh) the demo application and its resources; (application, API token of its owner)."""
+    """Create (afresh) the demo application and its resources; (application, its ingest token: what its agents
+    write with, nothing else)."""
     from django.contrib.auth import get_user_model
-    from rest_framework.authtoken.models import Token
 
     from autoscaler import manifests
+    from autoscaler.ingest import tokens
     from autoscaler.models import Application
 
     user, _ = get_user_model().objects.get_or_create(username=OWNER)
@@ -147,11 +148,13 @@ def _setup(args: argparse.Namespace, cluster, workdir: Path) -> tuple[object, st
         am_period=3 * args.period,
     )
     manifests.apply_documents(manifests.parse_documents(text), user)
-    token = Token.objects.get_or_create(user=user)[0].key
-    return Application.objects.get(owner=user, name=APP), token
+    app = Application.objects.get(owner=user, name=APP)
+    return app, tokens.issue(app, rotate=True)
 
 
-def _stage_cmd(args, stage: str, master: str, workdir: Path, token: str, wait_ms: float) -> list[str]:
+def _stage_cmd(args, stage: str, master: str, workdir: Path, wait_ms: float) -> list[str]:
+    """The command of one pipeline stage; its ingest token comes in ``STREAMSCALER_TOKEN`` (the environment is
+    private to the user, a command line is not)."""
     return [
         sys.executable,
         "-m",
@@ -172,8 +175,6 @@ def _stage_cmd(args, stage: str, master: str, workdir: Path, token: str, wait_ms
         f"{APP}-{stage}",
         "--url",
         f"http://127.0.0.1:{args.port}",
-        "--token",
-        token,
         "--compress",
         str(args.compress),
         "--rate-scale",
@@ -245,12 +246,12 @@ def main() -> int:
         logs.mkdir(parents=True, exist_ok=True)
         control += common.start_control_plane(args.port, var, logs)
         common.wait_http(f"http://127.0.0.1:{args.port}/metrics", 180)
-        env = {**os.environ, "PYSPARK_PYTHON": py}
+        env = {**os.environ, "PYSPARK_PYTHON": py, "STREAMSCALER_TOKEN": token}
         for stage, wait_ms in (("splitter", args.splitter_wait_ms), ("counter", args.counter_wait_ms)):
             log = open(logs / f"{stage}.log", "ab")  # noqa: SIM115 - closed with the process
             stages.append(
                 subprocess.Popen(
-                    _stage_cmd(args, stage, cluster.master_url, workdir, token, wait_ms),
+                    _stage_cmd(args, stage, cluster.master_url, workdir, wait_ms),
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     env=env,

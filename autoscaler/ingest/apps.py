@@ -6,3 +6,6 @@ class IngestConfig(AppConfig):
     label = "ingest"
     verbose_name = "Engine telemetry ingest"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from . import openapi  # noqa: F401 - registers the ingest token's OpenAPI security scheme

@@ -107,3 +107,21 @@ class AppliedAck(models.Model):
     class Meta:
         indexes = [models.Index(fields=["operator", "generation"])]
         ordering = ["operator", "-generation", "-id"]
+
+
+class IngestToken(models.Model):
+    """The secret an application's engine-side agents authenticate with: it writes that application's ingest
+    endpoints and nothing else (``autoscaler.ingest.authentication``). Only its SHA-256 is stored; the secret
+    is shown once, when ``manage.py ingest_token`` creates or rotates it."""
+
+    application = models.OneToOneField(
+        "autoscaler.Application", on_delete=models.CASCADE, related_name="ingest_token"
+    )
+    key_hash = models.CharField(max_length=64, unique=True, help_text="SHA-256 of the secret, hex")
+    prefix = models.CharField(max_length=12, help_text="first characters of the secret, to recognise it")
+    created_at = models.DateTimeField(auto_now_add=True)
+    rotated_at = models.DateTimeField(auto_now=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, help_text="updated at most once a minute")
+
+    def __str__(self) -> str:
+        return f"ingest token {self.prefix}... of {self.application}"

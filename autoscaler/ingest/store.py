@@ -22,7 +22,7 @@ from autoscaler.ingest.models import (
     ProgressRollup,
     ProgressSample,
 )
-from autoscaler.ingest.serializers import AppliedPayload, ProgressPayload
+from autoscaler.ingest.serializers import INT64_MAX, AppliedPayload, ProgressPayload
 
 PRUNE_EVERY_S = 600.0
 _last_prune = 0.0
@@ -167,10 +167,10 @@ def prune(now_s: float | None = None) -> dict[str, int]:
                 {"batches": 0, "input_rows": 0, "busy_ms": 0.0, "e2e_n": 0, "e2e_sum_s": 0.0, "p95": None},
             )
             b["batches"] += 1
-            b["input_rows"] += s.num_input_rows
+            b["input_rows"] = min(b["input_rows"] + s.num_input_rows, INT64_MAX)  # BigIntegerField saturates
             b["busy_ms"] += s.batch_duration_ms or 0.0
             if s.e2e_mean_s is not None and s.e2e_n:
-                b["e2e_n"] += s.e2e_n
+                b["e2e_n"] = min(b["e2e_n"] + s.e2e_n, INT64_MAX)
                 b["e2e_sum_s"] += s.e2e_mean_s * s.e2e_n
             if s.e2e_p95_s is not None:
                 b["p95"] = max(b["p95"] or 0.0, s.e2e_p95_s)
@@ -178,9 +178,9 @@ def prune(now_s: float | None = None) -> dict[str, int]:
         for (op_id, hour), b in buckets.items():
             row, _ = ProgressRollup.objects.select_for_update().get_or_create(operator_id=op_id, hour=hour)
             row.batches += b["batches"]
-            row.input_rows += b["input_rows"]
+            row.input_rows = min(row.input_rows + b["input_rows"], INT64_MAX)
             row.busy_ms += b["busy_ms"]
-            row.e2e_n += b["e2e_n"]
+            row.e2e_n = min(row.e2e_n + b["e2e_n"], INT64_MAX)
             row.e2e_sum_s += b["e2e_sum_s"]
             if b["p95"] is not None:
                 row.e2e_p95_max_s = max(row.e2e_p95_max_s or 0.0, b["p95"])

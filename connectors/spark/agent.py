@@ -5,7 +5,11 @@ Contract (helper libraries and pipelines rely on it):
 Monitoring only, on a session the job owns::
 
     agent = attach(spark, application="wordcount", operator="counter",
-                   url="http://127.0.0.1:8000", token="<DRF token of the application's owner>")
+                   url="http://127.0.0.1:8000", token="<the application's ingest token>")
+
+``token`` is the application's ingest token (``manage.py ingest_token wordcount --output FILE``): it writes that
+application's ingest endpoints and nothing else. (The owner's full API token is still accepted there, for
+compatibility; do not hand it to jobs.) The agent never logs it.
 
 Full control (live executor changes AND executor-profile changes by restart), the agent owns the session::
 
@@ -36,6 +40,10 @@ What the agent does:
 
     A failed post is retried (exponential backoff up to 10 s); the query is never blocked. The listener also
     sends a heartbeat (``progress: []``) every ``ship_interval_s`` so the control plane knows the driver.
+    A shipment the control plane refuses for good never blocks the queue: on 413 (body over its size limit) the
+    shipments are halved until they fit (and stay that size); on 400 the items its errors name (``progress[i]``,
+    ``latency[j]``) are dropped and counted in ``stats.rejected``, a single item refused as a whole too, and
+    a refused ``driver`` block is left out of later shipments; the rest is shipped again at once.
 
 (b) End-to-end latency: the sink either attaches observed metrics named ``e2e`` (``df.observe("e2e", ...)``
     with columns ``mean_s``, ``p95_s``, ``n``: seconds from record creation to the sink, records), which arrive
@@ -77,6 +85,7 @@ import collections
 import json
 import logging
 import os
+import re
 import threading
 import time
 import urllib.error
@@ -96,6 +105,9 @@ VERIFY_POLL_S = 0.2
 #: Spark conf the agent sets unless the job sets it: a killed executor leaves the driver's list after 1 s
 #: instead of 5 s (the driver waits that long for the master's reason of a disconnection; standalone only)
 STANDALONE_DEFAULTS = {"spark.standalone.executorRemoveDelayOnDisconnection": "1s"}
+#: answers of the ingest endpoint to a shipment that would be refused again if sent unchanged
+REFUSED_FOR_GOOD = (400, 413)
+_ITEM_LOC = re.compile(r"^(progress|latency)\[(\d+)\]")
 
 
 @dataclass
@@ -142,7 +154,30 @@ class AgentStats:
     shipped: int = 0
     dropped: int = 0
     post_failures: int = 0
+    rejected: int = 0  # items the control plane refused for good (dropped, see the module docstring)
     applied: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _loc_path(loc: Any) -> str:
+    """An error's ``loc`` as a dotted path (``progress[3].batchId``), whether it came as a string or a list."""
+    if isinstance(loc, str):
+        return loc
+    out = ""
+    for part in loc if isinstance(loc, list) else []:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _error_paths(exc: urllib.error.HTTPError) -> tuple[list[str], str]:
+    """The field paths of an ingest error answer ``{"errors": [{"loc", "msg"}]}`` and a one-line summary."""
+    try:
+        errors = json.loads(exc.read()).get("errors") or []
+    except (ValueError, OSError, AttributeError):
+        errors = []
+    errors = [e for e in errors if isinstance(e, dict)]
+    paths = [_loc_path(e.get("loc")) for e in errors]
+    reason = "; ".join(f"{p or 'body'}: {e.get('msg')}" for p, e in zip(paths, errors, strict=True))
+    return paths, (reason or f"HTTP {exc.code}")[:500]
 
 
 def _setting(name: str, value: str | None, conf: Any = None) -> str:
@@ -211,6 +246,10 @@ class SparkAgent:
         self.base = url.rstrip("/") + f"/api/v1/ingest/{application}/{operator}"
         self.token = token
         self.batch_size = batch_size
+        # items per shipment: what fits the control plane's size limit (a 413 halves it, for good), and less
+        # while looking for an item refused without a path (back to batch_size after a success)
+        self._fit_limit = self._probe_limit = batch_size
+        self._send_driver = True  # False once the control plane refused the driver block
         self.ship_interval_s = ship_interval_s
         self.poll_interval_s = poll_interval_s
         self.apply_timeout_s = apply_timeout_s
@@ -289,26 +328,72 @@ class SparkAgent:
 
     def _ship_locked(self) -> bool:
         with self._lock:
-            items = list(self._queue)[: self.batch_size]
+            items = list(self._queue)[: min(self._fit_limit, self._probe_limit)]
         body = {
             "progress": [i for k, i in items if k == "progress"],
             "latency": [i for k, i in items if k == "latency"],
             "dropped": self.stats.dropped,
-            "driver": self.driver_info(),
         }
+        if self._send_driver:
+            body["driver"] = self.driver_info()
         try:
             self._request("POST", "/progress", body)
+        except urllib.error.HTTPError as exc:
+            self.stats.post_failures += 1
+            if exc.code in REFUSED_FOR_GOOD:
+                return self._refused(items, exc)
+            log.warning("streamscaler agent: shipping %d items failed: HTTP %d", len(items), exc.code)
+            return False
         except (urllib.error.URLError, OSError, ValueError) as exc:
             self.stats.post_failures += 1
             log.warning("streamscaler agent: shipping %d items failed: %s", len(items), exc)
             return False
+        self._forget(items)
+        self.stats.shipped += len(items)
+        self._probe_limit = self.batch_size
+        return True
+
+    def _forget(self, items: list[tuple[str, dict[str, Any]]]) -> None:
         with self._lock:
-            for item in items:  # remove what was sent (unless dropped meanwhile)
+            for item in items:  # remove what was sent or refused (unless dropped meanwhile)
                 if self._queue and self._queue[0] is item:
                     self._queue.popleft()
                 elif item in self._queue:
                     self._queue.remove(item)
-            self.stats.shipped += len(items)
+
+    def _refused(self, items: list[tuple[str, dict[str, Any]]], exc: urllib.error.HTTPError) -> bool:
+        """Handle a shipment refused for good (``REFUSED_FOR_GOOD``) so that it cannot block the queue. True when
+        something changed (fewer items queued, smaller shipments, no driver block): ship again at once."""
+        paths, reason = _error_paths(exc)
+        if exc.code == 413 and len(items) > 1:
+            self._fit_limit = max(1, len(items) // 2)
+            log.warning("streamscaler agent: %d items too large to ship at once (%s); %d per shipment",
+                        len(items), reason, self._fit_limit)  # fmt: skip
+            return True
+        by_kind = {kind: [i for i in items if i[0] == kind] for kind in ("progress", "latency")}
+        named: list[tuple[str, dict[str, Any]]] = []
+        for path in paths:
+            match = _ITEM_LOC.match(path)
+            if match and int(match.group(2)) < len(by_kind[match.group(1)]):
+                item = by_kind[match.group(1)][int(match.group(2))]
+                if not any(item is x for x in named):
+                    named.append(item)
+        if not named and self._send_driver and any(p.startswith("driver") for p in paths):
+            self._send_driver = False
+            log.error("streamscaler agent: the control plane refused the driver information (%s); "
+                      "shipping without it", reason)  # fmt: skip
+            return True
+        if not named and len(items) > 1:  # refused as a whole: find the culprit in smaller shipments
+            self._probe_limit = max(1, len(items) // 2)
+            return True
+        named = named or list(items)
+        if not named:
+            log.error("streamscaler agent: the control plane refused a heartbeat (%s)", reason)
+            return False
+        self._forget(named)
+        self.stats.rejected += len(named)
+        log.error("streamscaler agent: the control plane refused %d item(s) for good, dropped: %s",
+                  len(named), reason)  # fmt: skip
         return True
 
     def _ship_loop(self) -> None:

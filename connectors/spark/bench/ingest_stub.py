@@ -1,20 +1,31 @@
 """A minimal stand-in for the control plane's ingest endpoints, speaking the agent's contract
 (``connectors.spark.agent``): ``POST .../progress``, ``GET .../desired``, ``POST .../applied`` under
-``/api/v1/ingest/<application>/<operator>/``. Everything received is kept in memory with its arrival time."""
+``/api/v1/ingest/<application>/<operator>/``. Everything received is kept in memory with its arrival time.
+
+Given a ``token`` (the bench runner gives a fresh ingest-style ``ssi_...`` one, see ``new_token``), it requires
+``Authorization: Token <token>`` like the control plane and answers 401 to anything else; without one it
+accepts every request."""
 
 from __future__ import annotations
 
 import json
+import secrets
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 
+def new_token() -> str:
+    """A fresh secret shaped like the control plane's ingest tokens."""
+    return "ssi_" + secrets.token_urlsafe(32)
+
+
 class IngestStub:
     """Serve on 127.0.0.1 (free port); ``set_desired`` publishes a new generation for the agent."""
 
-    def __init__(self) -> None:
+    def __init__(self, token: str | None = None) -> None:
+        self.token = token
         self.lock = threading.Lock()
         self.progress: list[tuple[float, dict[str, Any]]] = []  # (received at, StreamingQueryProgress)
         self.latency: list[dict[str, Any]] = []
@@ -35,7 +46,17 @@ class IngestStub:
                 self.end_headers()
                 self.wfile.write(data)
 
+            def _authorised(self) -> bool:
+                if stub.token is None or secrets.compare_digest(
+                    self.headers.get("Authorization", ""), f"Token {stub.token}"
+                ):
+                    return True
+                self._reply(401, {"errors": [{"loc": "", "msg": "invalid ingest token"}]})
+                return False
+
             def do_GET(self) -> None:  # noqa: N802 - http.server API
+                if not self._authorised():
+                    return
                 if self.path.endswith("/desired"):
                     with stub.lock:
                         self._reply(200, dict(stub.desired))
@@ -44,8 +65,11 @@ class IngestStub:
 
             def do_POST(self) -> None:  # noqa: N802
                 n = int(self.headers.get("Content-Length", 0))
+                body_bytes = self.rfile.read(n)
+                if not self._authorised():
+                    return
                 try:
-                    body = json.loads(self.rfile.read(n) or b"{}")
+                    body = json.loads(body_bytes or b"{}")
                 except ValueError:
                     self._reply(400, {"errors": [{"loc": ["body"], "msg": "not JSON"}]})
                     return

@@ -25,7 +25,7 @@ import numpy as np
 from connectors.spark.pipelines.taxi import zone_totals
 from connectors.spark.trace_source import TraceSchedule, expected_zone_trips, load_trace
 
-from .ingest_stub import IngestStub
+from .ingest_stub import IngestStub, new_token
 from .prediction import simulator_prediction
 from .strategies import PeriodStats, Strategy
 
@@ -126,7 +126,7 @@ def _stage_cmd(cfg: BenchConfig, strategy: Strategy, stub: IngestStub, workdir: 
     cmd = [
         sys.executable, "-m", "connectors.spark.pipelines.run", "--pipeline", "taxi", "--stage", "all",
         "--master", cfg.master, "--workdir", str(workdir), "--application", "bench", "--operator",
-        strategy.name, "--app-name", f"bench-{strategy.name}", "--url", stub.url, "--token", "bench",
+        strategy.name, "--app-name", f"bench-{strategy.name}", "--url", stub.url,
         "--trace", cfg.trace, "--trace-start", str(cfg.trace_start), "--trace-minutes", str(cfg.trace_minutes),
         "--compress", str(cfg.compress), "--rate-scale", str(cfg.rate_scale), "--source", "files",
         "--partitions", str(cfg.partitions), "--shuffle-partitions", str(cfg.partitions),
@@ -166,9 +166,9 @@ def run_strategy(cfg: BenchConfig, strategy: Strategy, log=print) -> RunResult: 
     workdir = cfg.workdir / strategy.name
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
-    stub = IngestStub().start()
+    stub = IngestStub(token=new_token()).start()
     logf = open(workdir / "stage.log", "wb")  # noqa: SIM115 - closed below
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "STREAMSCALER_TOKEN": stub.token}  # not on argv
     t0 = 0.0  # set by the stage's generator once Spark and its Python workers are up (input/_t0)
     proc = subprocess.Popen(
         _stage_cmd(cfg, strategy, stub, workdir, t0), stdout=logf, stderr=subprocess.STDOUT, env=env,
