@@ -4,14 +4,17 @@ from django.contrib import admin
 from django.urls import include, path
 
 from autoscaler.control.metrics import metrics_view
+from autoscaler.metrics_auth import metrics_access
+from dashboard.views.accounts import ThrottledLoginView
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/control/", include("autoscaler.control.urls")),
     path("api/v1/ingest/", include("autoscaler.ingest.urls")),
     path("api/v1/", include("autoscaler.api.urls")),
-    path("metrics", metrics_view, name="metrics"),
+    path("metrics", metrics_access(metrics_view), name="metrics"),
     path("api-auth/", include("rest_framework.urls")),
+    path("accounts/login/", ThrottledLoginView.as_view(), name="login"),  # before the include: throttled
     path("accounts/", include("django.contrib.auth.urls")),
     path("", include("dashboard.urls")),
 ]
