@@ -85,3 +85,22 @@ def test_spark_stages_control_an_example_application():
     for service in stages:
         command = service["command"]
         assert command[command.index("--application") + 1] in names
+
+
+def test_web_is_published_on_loopback_only_and_shares_its_cache():
+    """Plain HTTP reaches the web service from this host's TLS proxy only; the gunicorn workers share one cache
+    (login throttling counts across them)."""
+    web = SERVICES["web"]
+    assert all(str(p).startswith("127.0.0.1:") for p in web["ports"]), web["ports"]
+    assert str(web["environment"]["CACHE_URL"]).startswith("redis://redis:")
+
+
+def test_env_example_turns_debug_off_and_https_on():
+    example = dict(
+        line.split("=", 1) for line in (ROOT / ".env.example").read_text().splitlines() if "=" in line
+        and not line.startswith("#")
+    )  # fmt: skip
+    assert example["DJANGO_DEBUG"] == "false" and "DEBUG" not in example
+    for name in ("SECURE_SSL_REDIRECT", "SESSION_COOKIE_SECURE", "CSRF_COOKIE_SECURE"):
+        assert example[name] == "true", name
+    assert int(example["SECURE_HSTS_SECONDS"]) >= 31536000
