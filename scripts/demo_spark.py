@@ -151,7 +151,7 @@ def _setup(args: argparse.Namespace, cluster, workdir: Path) -> tuple[object, st
     return Application.objects.get(owner=user, name=APP), token
 
 
-def _stage_cmd(args, stage: str, master: str, workdir: Path, wait_ms: float) -> list[str]:
+def _stage_cmd(args, stage: str, master: str, workdir: Path, token: str, wait_ms: float) -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -172,6 +172,8 @@ def _stage_cmd(args, stage: str, master: str, workdir: Path, wait_ms: float) -> 
         f"{APP}-{stage}",
         "--url",
         f"http://127.0.0.1:{args.port}",
+        "--token",
+        token,
         "--compress",
         str(args.compress),
         "--rate-scale",
@@ -243,13 +245,12 @@ def main() -> int:
         logs.mkdir(parents=True, exist_ok=True)
         control += common.start_control_plane(args.port, var, logs)
         common.wait_http(f"http://127.0.0.1:{args.port}/metrics", 180)
-        # the token in the environment, not on the command line (which ps and the stage's own logs show)
-        env = {**os.environ, "PYSPARK_PYTHON": py, "STREAMSCALER_TOKEN": token}
+        env = {**os.environ, "PYSPARK_PYTHON": py}
         for stage, wait_ms in (("splitter", args.splitter_wait_ms), ("counter", args.counter_wait_ms)):
             log = open(logs / f"{stage}.log", "ab")  # noqa: SIM115 - closed with the process
             stages.append(
                 subprocess.Popen(
-                    _stage_cmd(args, stage, cluster.master_url, workdir, wait_ms),
+                    _stage_cmd(args, stage, cluster.master_url, workdir, token, wait_ms),
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     env=env,
