@@ -177,11 +177,16 @@ def token(user=None, key: str | None = None) -> APIClient:
     return client
 
 
+BOOKKEEPING = {"last_used_at"}  # a token's last use moves with every use; it is no tenant's data
+
+
 def snapshot() -> dict[str, list[dict]]:
     """Every row of the project's own models (resources, control state, ingest, dashboard)."""
     labels = {"autoscaler", "control", "ingest", "dashboard"}
     return {
-        model._meta.label: list(model.objects.order_by("pk").values())
+        model._meta.label: [
+            {k: v for k, v in row.items() if k not in BOOKKEEPING} for row in model.objects.order_by("pk").values()
+        ]
         for model in apps.get_models()
         if model._meta.app_label in labels
     }
