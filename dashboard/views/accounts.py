@@ -1,12 +1,15 @@
-"""The login page (``/accounts/login/``) with failed-attempt throttling (``dashboard.login_throttle``).
+"""The HTML login pages with failed-attempt throttling (``dashboard.login_throttle``): ``/accounts/login/``, the
+browsable API's ``/api-auth/login/`` and the admin's ``/admin/login/`` share one count per (username, address),
+so that moving to another login page does not start guessing afresh.
 
-A locked (username, address) pair gets the form back with an error that says how long to wait, and status 429;
+A locked pair gets the form back with an error that says how long to wait (status 429 on the first two pages);
 the password is not even checked then.
 """
 
 from __future__ import annotations
 
 from django import forms
+from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.views import LoginView
 from django.http import HttpResponse
@@ -14,32 +17,42 @@ from django.http import HttpResponse
 from dashboard import login_throttle
 
 
-class ThrottledAuthenticationForm(AuthenticationForm):
-    """Django's login form, refusing attempts while the (username, address) pair is locked."""
+class ThrottleMixin:
+    """``clean()`` of an ``AuthenticationForm``, refusing attempts while the (username, address) pair is locked
+    and counting failed ones."""
 
     def clean(self) -> dict:
         username = self.cleaned_data.get("username") or ""
         address = login_throttle.client_address(self.request)
         wait_s = login_throttle.locked_for_s(username, address)
         if username and wait_s:
-            raise self.throttled_error(wait_s)
+            raise throttled_error(wait_s)
         try:
             cleaned = super().clean()
         except forms.ValidationError:
             if username and login_throttle.record_failure(username, address):
-                raise self.throttled_error(login_throttle.locked_for_s(username, address)) from None
+                raise throttled_error(login_throttle.locked_for_s(username, address)) from None
             raise
         login_throttle.clear(username, address)
         return cleaned
 
-    @staticmethod
-    def throttled_error(wait_s: int) -> forms.ValidationError:
-        minutes = max(1, -(-wait_s // 60))
-        return forms.ValidationError(
-            "Too many failed login attempts for this username from your address. "
-            f"Try again in {minutes} minute{'s' if minutes != 1 else ''}.",
-            code="throttled",
-        )
+
+def throttled_error(wait_s: int) -> forms.ValidationError:
+    """The form error of a locked pair; ``wait_s`` seconds left, shown in whole minutes (rounded up)."""
+    minutes = max(1, -(-wait_s // 60))
+    return forms.ValidationError(
+        "Too many failed login attempts for this username from your address. "
+        f"Try again in {minutes} minute{'s' if minutes != 1 else ''}.",
+        code="throttled",
+    )
+
+
+class ThrottledAuthenticationForm(ThrottleMixin, AuthenticationForm):
+    """Django's login form with throttling."""
+
+
+class ThrottledAdminAuthenticationForm(ThrottleMixin, AdminAuthenticationForm):
+    """The admin's login form (staff only) with throttling."""
 
 
 class ThrottledLoginView(LoginView):

@@ -222,6 +222,20 @@ def test_login_is_throttled_per_username_and_address(throttle, alice, bob):
     assert _login("pw-alice-1", username="ALICE ").status_code == 429  # the username's spelling does not escape
 
 
+@pytest.mark.parametrize("page", ["/admin/login/", "/api-auth/login/"])
+def test_every_login_page_counts_and_honours_the_same_lock(throttle, staff, page):
+    """Guessing cannot move to the admin's or the browsable API's login page: one count for all three."""
+    for _ in range(2):
+        assert _login("wrong", username="ops").status_code == 200
+    client = Client(REMOTE_ADDR="10.0.0.1")
+    locked = client.post(page, {"username": "ops", "password": "wrong"})  # the third failure, on this page
+    assert "Too many failed login attempts" in locked.text
+    right = Client(REMOTE_ADDR="10.0.0.1").post(page, {"username": "ops", "password": "pw-ops-1"})
+    assert "Too many failed login attempts" in right.text and not _logged_in(right)
+    assert _login("pw-ops-1", username="ops").status_code == 429  # and the lock holds on /accounts/login/
+    assert _logged_in(Client(REMOTE_ADDR="10.0.0.2").post(page, {"username": "ops", "password": "pw-ops-1"}))
+
+
 def test_lock_ends_after_the_lockout(throttle, alice):
     throttle.LOGIN_THROTTLE_LOCKOUT_S = 1
     for _ in range(3):
