@@ -104,3 +104,17 @@ def test_env_example_turns_debug_off_and_https_on():
     for name in ("SECURE_SSL_REDIRECT", "SESSION_COOKIE_SECURE", "CSRF_COOKIE_SECURE"):
         assert example[name] == "true", name
     assert int(example["SECURE_HSTS_SECONDS"]) >= 31536000
+
+
+def test_hosts_the_services_call_the_web_service_by_are_allowed():
+    """The Spark stages (and a Prometheus in the compose network) call http://web:8000: Django must accept that
+    Host header with the production settings, or every agent call is a 400."""
+    allowed = next(
+        line.split("=", 1)[1].split(",")
+        for line in (ROOT / ".env.example").read_text().splitlines()
+        if line.startswith("ALLOWED_HOSTS=")
+    )
+    called = set()
+    for service in SERVICES.values():
+        called |= set(re.findall(r"https?://([A-Za-z0-9.-]+):8000", _command(service)))
+    assert called and called <= set(allowed), (called, allowed)
