@@ -118,3 +118,16 @@ def test_hosts_the_services_call_the_web_service_by_are_allowed():
     for service in SERVICES.values():
         called |= set(re.findall(r"https?://([A-Za-z0-9.-]+):8000", _command(service)))
     assert called and called <= set(allowed), (called, allowed)
+
+
+def test_prometheus_scrapes_the_web_service_with_the_metrics_token():
+    service = SERVICES["prometheus"]
+    assert service["profiles"] == ["monitoring"]
+    mount = next(v for v in service["volumes"] if v.endswith(":/etc/prometheus/prometheus.yml:ro"))
+    config = yaml.safe_load((ROOT / mount.split(":")[0]).read_text())
+    (job,) = config["scrape_configs"]
+    assert job["metrics_path"] == "/metrics" and job["static_configs"][0]["targets"] == ["web:8000"]
+    secret = service["secrets"][0]
+    assert job["authorization"] == {"type": "Bearer", "credentials_file": f"/run/secrets/{secret}"}
+    assert COMPOSE["secrets"][secret] == {"environment": "METRICS_TOKEN"}
+    assert "METRICS_TOKEN" in (ROOT / ".env.example").read_text()
