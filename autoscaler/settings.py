@@ -59,7 +59,9 @@ if _configured_key is None or (DEBUG and not _configured_key.strip()):
     SECRET_KEY = development_secret_key(VAR_DIR / "secret_key")
 else:
     if not DEBUG and (reason := insecure_secret_key_reason(_configured_key)):
-        raise ImproperlyConfigured(f"SECRET_KEY {reason}; set a long random key (or DJANGO_DEBUG=1 to develop)")
+        raise ImproperlyConfigured(
+            f"SECRET_KEY {reason}; set a long random key (or DJANGO_DEBUG=1 to develop)"
+        )
     SECRET_KEY = _configured_key
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
@@ -77,7 +79,9 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", Fals
 SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
 _proxy_header = env_list("SECURE_PROXY_SSL_HEADER", "")
 if _proxy_header and len(_proxy_header) != 2:
-    raise ImproperlyConfigured("SECURE_PROXY_SSL_HEADER: expected 'HEADER,value', e.g. HTTP_X_FORWARDED_PROTO,https")
+    raise ImproperlyConfigured(
+        "SECURE_PROXY_SSL_HEADER: expected 'HEADER,value', e.g. HTTP_X_FORWARDED_PROTO,https"
+    )
 SECURE_PROXY_SSL_HEADER = tuple(_proxy_header) or None
 
 # Where login lands without `next`: the fleet overview (Django's default /accounts/profile/ does not exist).
@@ -194,7 +198,12 @@ SPECTACULAR_SETTINGS = {
     # nothing from other hosts on the docs pages (templates in autoscaler/templates/drf_spectacular/ too):
     # system fonts instead of Google Fonts, no badge from Swagger's online validator
     "REDOC_UI_SETTINGS": {
-        "theme": {"typography": {"fontFamily": "system-ui, sans-serif", "headings": {"fontFamily": "system-ui, sans-serif"}}}
+        "theme": {
+            "typography": {
+                "fontFamily": "system-ui, sans-serif",
+                "headings": {"fontFamily": "system-ui, sans-serif"},
+            }
+        }
     },
     "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
     "COMPONENT_SPLIT_REQUEST": True,

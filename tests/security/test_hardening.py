@@ -215,11 +215,15 @@ def test_login_is_throttled_per_username_and_address(throttle, alice, bob):
     assert locked.status_code == 429 and "Too many failed login attempts" in locked.text
     assert "Try again in 10 minutes" in locked.text
     right = _login("pw-alice-1")  # refused although right: guessing gets nowhere while locked
-    assert right.status_code == 429 and not _logged_in(right) and "Too many failed login attempts" in right.text
+    assert (
+        right.status_code == 429 and not _logged_in(right) and "Too many failed login attempts" in right.text
+    )
     # other usernames from that address, and the same username from another address, are not locked
     assert _logged_in(_login("pw-bob-1", username="bob"))
     assert _logged_in(_login("pw-alice-1", address="10.0.0.2"))
-    assert _login("pw-alice-1", username="ALICE ").status_code == 429  # the username's spelling does not escape
+    assert (
+        _login("pw-alice-1", username="ALICE ").status_code == 429
+    )  # the username's spelling does not escape
 
 
 @pytest.mark.parametrize("page", ["/admin/login/", "/api-auth/login/"])
@@ -266,7 +270,9 @@ def test_login_without_next_lands_on_the_fleet_page(throttle, alice):
 def test_login_keeps_a_local_next_only(throttle, alice):
     local = Client().post(f"{LOGIN}?next=/decisions/", {"username": "alice", "password": "pw-alice-1"})
     assert local["Location"] == "/decisions/"
-    foreign = Client().post(LOGIN, {"username": "alice", "password": "pw-alice-1", "next": "https://evil.test/"})
+    foreign = Client().post(
+        LOGIN, {"username": "alice", "password": "pw-alice-1", "next": "https://evil.test/"}
+    )
     assert foreign["Location"] == "/"
 
 

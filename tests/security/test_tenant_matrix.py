@@ -57,7 +57,10 @@ CLASSES: list[tuple[str, str]] = [
     (r"^metrics$", "metrics"),
     (r"^(catalogs|regions)/", "shared-pages"),
     (r"^(applications|deployments|decisions)/<", "tenant-pages"),
-    (r"^(|applications/new/|deployments/|deployments/new/|decisions/|manifests/|manifests/export/)$", "own-pages"),
+    (
+        r"^(|applications/new/|deployments/|deployments/new/|decisions/|manifests/|manifests/export/)$",
+        "own-pages",
+    ),
 ]
 
 
@@ -141,7 +144,9 @@ def world(alice, bob, staff) -> World:
     app = simulated_pipeline(SECRET_APP, n_operators=2, owner="alice", om_policy="threshold", rate_scale=1.5)
     for slot in range(BASE_SLOT, BASE_SLOT + 3):
         run_tick(app.pk, slot)
-    bobs_app = simulated_pipeline("bobs-app", n_operators=1, owner="bob", om_policy="threshold", rate_scale=1.0)
+    bobs_app = simulated_pipeline(
+        "bobs-app", n_operators=1, owner="bob", om_policy="threshold", rate_scale=1.0
+    )
     region = app.regions.get()
     operator = app.operators.filter(deployment__isnull=False).first()
     deployment = m.Deployment.objects.get(operator=operator)
@@ -158,7 +163,9 @@ def world(alice, bob, staff) -> World:
     )  # fmt: skip
     run = WhatIfRun.objects.create(application=app, owner=app.owner, params={})
     decision = Decision.objects.filter(application=app).first()
-    real = Names(SECRET_APP, operator.name, deployment.name, region.name, region.catalog.name, decision.pk, run.pk)
+    real = Names(
+        SECRET_APP, operator.name, deployment.name, region.name, region.catalog.name, decision.pk, run.pk
+    )
     missing = Names(MISSING, operator.name, MISSING, MISSING, MISSING, MISSING_PK, MISSING_PK)
     return World(app.owner, bob, staff, app, bobs_app, real, missing)
 
@@ -185,7 +192,8 @@ def snapshot() -> dict[str, list[dict]]:
     labels = {"autoscaler", "control", "ingest", "dashboard"}
     return {
         model._meta.label: [
-            {k: v for k, v in row.items() if k not in BOOKKEEPING} for row in model.objects.order_by("pk").values()
+            {k: v for k, v in row.items() if k not in BOOKKEEPING}
+            for row in model.objects.order_by("pk").values()
         ]
         for model in apps.get_models()
         if model._meta.app_label in labels
@@ -239,7 +247,9 @@ def test_tenant_pages(world):
         if real.endswith(".json"):  # the pages' JSON data: 401 in the API's error format
             assert anonymous.status_code == 401 and SECRET_APP.encode() not in anonymous.content, route
         else:
-            assert anonymous.status_code == 302 and anonymous["Location"].startswith("/accounts/login/"), route
+            assert anonymous.status_code == 302 and anonymous["Location"].startswith("/accounts/login/"), (
+                route
+            )
     assert snapshot() == before
     for route in routes_of("tenant-pages"):
         assert session(world.alice).get(fill(route, world.real)).status_code in (200, 405), route
@@ -303,7 +313,9 @@ def test_tenant_api(world):
     }  # fmt: skip
     grab = token(world.bob).post("/api/v1/deployments/", deployment, format="json")
     nothing = token(world.bob).post(
-        "/api/v1/deployments/", {**deployment, "spec": {**deployment["spec"], "application": MISSING}}, format="json"
+        "/api/v1/deployments/",
+        {**deployment, "spec": {**deployment["spec"], "application": MISSING}},
+        format="json",
     )
     assert grab.status_code == nothing.status_code == 400, grab.content[:300]
     assert grab.content.replace(SECRET_APP.encode(), MISSING.encode()) == nothing.content  # echoes input only
@@ -323,7 +335,9 @@ def test_apply_cannot_reach_another_tenants_objects(world):
         }  # fmt: skip
         response = token(other).post("/api/v1/apply/", {"items": [doc]}, format="json")
         missing = token(other).post(
-            "/api/v1/apply/", {"items": [{**doc, "spec": {**doc["spec"], "application": MISSING}}]}, format="json"
+            "/api/v1/apply/",
+            {"items": [{**doc, "spec": {**doc["spec"], "application": MISSING}}]},
+            format="json",
         )
         assert response.status_code == missing.status_code == 400, response.content[:300]
     assert token().post("/api/v1/apply/", {"items": []}, format="json").status_code == 401
@@ -378,7 +392,9 @@ def test_ingest_with_user_tokens(world):
         for other in (world.bob, world.staff):
             for status in assert_hidden(token(other), real, missing):
                 assert status in (404, 405), (real, status)
-        assert token().get(real).status_code == 401 and token().post(real, {}, format="json").status_code == 401
+        assert (
+            token().get(real).status_code == 401 and token().post(real, {}, format="json").status_code == 401
+        )
     assert snapshot() == before
     desired = fill("api/v1/ingest/<str:application>/<str:operator>/desired", world.real)
     assert token(world.alice).get(desired).status_code == 200
@@ -461,7 +477,9 @@ def test_admin_is_for_staff_with_permissions_only(world):
             else:  # to the admin login (logout: to the admin index, which sends them to the login)
                 assert response.status_code in (302, 405), (url, user, response.status_code)
                 if response.status_code == 302:
-                    assert response["Location"].startswith("/admin/login/" if "logout" not in url else "/admin/")
+                    assert response["Location"].startswith(
+                        "/admin/login/" if "logout" not in url else "/admin/"
+                    )
             assert SECRET_APP.encode() not in response.content, url
         response = session(world.staff).get(url)
         assert SECRET_APP.encode() not in response.content, url
