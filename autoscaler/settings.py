@@ -93,7 +93,12 @@ LOGIN_THROTTLE_WINDOW_S = env_int("LOGIN_THROTTLE_WINDOW_S", 300)
 LOGIN_THROTTLE_LOCKOUT_S = env_int("LOGIN_THROTTLE_LOCKOUT_S", 900)
 
 # Bearer token of the Prometheus scraper on /metrics; without one, /metrics answers staff users only.
-METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
+METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "").strip()
+METRICS_TOKEN_MIN_LENGTH = 24  # characters
+if METRICS_TOKEN and len(METRICS_TOKEN) < METRICS_TOKEN_MIN_LENGTH and not DEBUG:
+    raise ImproperlyConfigured(
+        f"METRICS_TOKEN is too short ({len(METRICS_TOKEN)} characters; at least {METRICS_TOKEN_MIN_LENGTH})"
+    )
 
 INSTALLED_APPS = [
     "django.contrib.admin",

@@ -55,6 +55,12 @@ def test_production_accepts_a_strong_secret_key(tmp_path):
     assert not (tmp_path / "var" / "secret_key").exists()  # the configured key is the key
 
 
+def test_a_short_metrics_token_is_refused(tmp_path):
+    run = import_settings(tmp_path, METRICS_TOKEN="short-token")
+    assert run.returncode != 0 and "METRICS_TOKEN is too short (11 characters; at least 24)" in run.stderr
+    assert import_settings(tmp_path, METRICS_TOKEN="m" * 12 + "3tr1cs" * 2).returncode == 0
+
+
 def test_unset_key_is_generated_once_kept_private_and_strong(tmp_path):
     first = import_settings(tmp_path)
     assert first.returncode == 0, first.stderr
