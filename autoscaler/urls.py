@@ -17,7 +17,6 @@ urlpatterns = [
     path("metrics", metrics_access(metrics_view), name="metrics"),
     path("api-auth/login/", ThrottledLoginView.as_view(template_name="rest_framework/login.html")),
     path("api-auth/", include("rest_framework.urls")),
-    path("accounts/login/", ThrottledLoginView.as_view(), name="login"),  # before the include: throttled
-    path("accounts/", include("django.contrib.auth.urls")),
+    path("accounts/", include("dashboard.urls_accounts")),  # throttled login; no password reset by mail
     path("", include("dashboard.urls")),
 ]

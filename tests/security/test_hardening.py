@@ -368,3 +368,13 @@ def test_demo_script_prints_no_token():
     """demo.sh hands the admin token over in a file (the Spark stages' ingest token: helper branch "ingest")."""
     demo = (ROOT / "scripts" / "demo.sh").read_text()
     assert "drf_create_token" not in demo and "save-token admin" in demo
+
+
+@pytest.mark.django_db
+def test_no_password_reset_by_mail(client, alice):
+    """No mail is set up: the reset pages do not exist (nothing to fail on SMTP, no reset token to leak)."""
+    alice.email = "alice@example.org"
+    alice.save()
+    assert client.get("/accounts/password_reset/").status_code == 404
+    assert client.post("/accounts/password_reset/", {"email": alice.email}).status_code == 404
+    assert client.get(LOGIN).status_code == 200  # while the login page is there
