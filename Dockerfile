@@ -10,7 +10,7 @@ COPY dashboard ./dashboard
 COPY manage.py ./
 COPY manifests ./manifests
 RUN pip install --no-cache-dir . \
-    && DEBUG=true SECRET_KEY=collectstatic-only python manage.py collectstatic --noinput \
+    && DJANGO_DEBUG=1 SECRET_KEY=collectstatic-only python manage.py collectstatic --noinput \
     && useradd --create-home app && mkdir -p /app/var && chown -R app /app/var
 USER app
 EXPOSE 8000

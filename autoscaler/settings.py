@@ -1,22 +1,27 @@
-"""Django settings, read from environment variables with embedded defaults.
+"""Django settings, read from environment variables with embedded defaults (the README's configuration table lists
+them all; the production values are in .env.example and docker-compose.yml).
 
 | variable             | default                                          |
 |----------------------|--------------------------------------------------|
-| DEBUG                | true                                             |
-| SECRET_KEY           | generated once, kept in var/secret_key (DEBUG only; required otherwise) |
+| DJANGO_DEBUG         | false (the demo and developers set 1)            |
+| SECRET_KEY           | generated once, kept in var/secret_key (mode 0600); an explicit key must be strong unless DEBUG |
 | DATABASE_URL         | sqlite:///<project>/var/db.sqlite3               |
 | CELERY_BROKER_URL    | filesystem://  (kombu filesystem transport under var/broker/) |
+| CACHE_URL            | none: per-process memory (redis://host:6379/N shares it between processes) |
 | ALLOWED_HOSTS        | localhost,127.0.0.1,[::1] (comma separated)      |
+| METRICS_TOKEN        | none: /metrics answers staff only                |
+| SECURE_* / *_COOKIE_SECURE | Django's defaults (off); production values in .env.example |
 """
 
 from __future__ import annotations
 
 import os
-import secrets
 from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+
+from autoscaler.secret_key import development_secret_key, insecure_secret_key_reason
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("AUTOSCALER_VAR_DIR", BASE_DIR / "var"))
@@ -35,25 +40,65 @@ def env_list(name: str, default: str) -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
 
-def development_secret_key(path: Path) -> str:
-    """A random key generated on first use and persisted at ``path`` so that sessions survive restarts."""
-    if path.exists():
-        return path.read_text().strip()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    key = secrets.token_urlsafe(50)
-    path.write_text(key)
-    path.chmod(0o600)
-    return key
+def env_int(name: str, default: int) -> int:
+    """An integer environment variable; a value that is not an integer stops the start with the variable's name."""
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}: {value!r} is not an integer") from None
 
 
-DEBUG = env_bool("DEBUG", True)
-SECRET_KEY = os.environ.get("SECRET_KEY", "")
-if not SECRET_KEY:
-    if not DEBUG:
-        raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is false")
+# Debug pages list every URL pattern and settings: off unless a developer or the demo asks for it.
+DEBUG = env_bool("DJANGO_DEBUG", False)
+_configured_key = os.environ.get("SECRET_KEY")
+if _configured_key is None or (DEBUG and not _configured_key.strip()):
+    # unset: a random key generated once into var/ (fine for one host; several hosts share an explicit SECRET_KEY)
     SECRET_KEY = development_secret_key(VAR_DIR / "secret_key")
+else:
+    if not DEBUG and (reason := insecure_secret_key_reason(_configured_key)):
+        raise ImproperlyConfigured(
+            f"SECRET_KEY {reason}; set a long random key (or DJANGO_DEBUG=1 to develop)"
+        )
+    SECRET_KEY = _configured_key
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
+
+# HTTPS: Django's defaults (off) so that a plain-HTTP run on 127.0.0.1 works; production turns them on
+# (.env.example; `manage.py check --deploy` is clean with those values). Behind a TLS-terminating proxy, set
+# SECURE_PROXY_SSL_HEADER=HTTP_X_FORWARDED_PROTO,https (the proxy must set that header and strip a client's).
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
+# path regexes (without the leading slash) still served over plain HTTP, e.g. in-cluster agents' ingest calls
+SECURE_REDIRECT_EXEMPT = env_list("SECURE_REDIRECT_EXEMPT", "")
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", False)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0)  # seconds browsers keep to HTTPS only (0: no header)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+_proxy_header = env_list("SECURE_PROXY_SSL_HEADER", "")
+if _proxy_header and len(_proxy_header) != 2:
+    raise ImproperlyConfigured(
+        "SECURE_PROXY_SSL_HEADER: expected 'HEADER,value', e.g. HTTP_X_FORWARDED_PROTO,https"
+    )
+SECURE_PROXY_SSL_HEADER = tuple(_proxy_header) or None
+
+# Where login lands without `next`: the fleet overview (Django's default /accounts/profile/ does not exist).
+LOGIN_REDIRECT_URL = "dashboard:fleet"
+# Login page throttling, per (username, client address): after LOGIN_THROTTLE_ATTEMPTS failures within
+# LOGIN_THROTTLE_WINDOW_S seconds, every attempt is refused for LOGIN_THROTTLE_LOCKOUT_S seconds.
+LOGIN_THROTTLE_ATTEMPTS = env_int("LOGIN_THROTTLE_ATTEMPTS", 5)
+LOGIN_THROTTLE_WINDOW_S = env_int("LOGIN_THROTTLE_WINDOW_S", 300)
+LOGIN_THROTTLE_LOCKOUT_S = env_int("LOGIN_THROTTLE_LOCKOUT_S", 900)
+
+# Bearer token of the Prometheus scraper on /metrics; without one, /metrics answers staff users only.
+METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "").strip()
+METRICS_TOKEN_MIN_LENGTH = 24  # characters
+if METRICS_TOKEN and len(METRICS_TOKEN) < METRICS_TOKEN_MIN_LENGTH and not DEBUG:
+    raise ImproperlyConfigured(
+        f"METRICS_TOKEN is too short ({len(METRICS_TOKEN)} characters; at least {METRICS_TOKEN_MIN_LENGTH})"
+    )
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -90,7 +135,8 @@ WSGI_APPLICATION = "autoscaler.wsgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [],
+        # before the apps' templates: drf_spectacular/ pages that load nothing from other hosts
+        "DIRS": [BASE_DIR / "autoscaler" / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -112,6 +158,12 @@ DATABASES = {
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# Django's cache (login throttling, dashboard data): per process unless CACHE_URL names a Redis database that
+# all web processes share (docker-compose.yml sets one, so the throttle counts across gunicorn workers).
+CACHE_URL = os.environ.get("CACHE_URL", "")
+if CACHE_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}}
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
@@ -125,7 +177,9 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", VAR_DIR / "static"))
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns about a missing one before collectstatic
-WHITENOISE_USE_FINDERS = DEBUG  # serve app static files without collectstatic in development
+# serve the apps' static files also without collectstatic: with DEBUG now off by default, a run on the
+# embedded defaults (tests, runserver) still gets its pages' scripts and styles; production collects them anyway
+WHITENOISE_USE_FINDERS = True
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -150,6 +204,17 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # nothing from other hosts on the docs pages (templates in autoscaler/templates/drf_spectacular/ too):
+    # system fonts instead of Google Fonts, no badge from Swagger's online validator
+    "REDOC_UI_SETTINGS": {
+        "theme": {
+            "typography": {
+                "fontFamily": "system-ui, sans-serif",
+                "headings": {"fontFamily": "system-ui, sans-serif"},
+            }
+        }
+    },
+    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
     "COMPONENT_SPLIT_REQUEST": True,
     "OAS_VERSION": "3.1.0",  # pydantic emits JSON Schema 2020-12 (numeric exclusiveMinimum/Maximum)
     # every operation documents the error statuses it can answer with the one error schema

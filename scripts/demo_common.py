@@ -1,9 +1,11 @@
 """Process handling shared by the live demos (``demo_spark.py``, ``demo_flink.py``): the embedded SQLite set up for
 several writers, the control plane (web server, Celery worker, Celery beat) as child process groups, the loop that
-prints decisions as they are written, and stopping every process group it started."""
+prints decisions as they are written, stopping every process group it started, and the API token file
+(``python scripts/demo_common.py save-token USER``: the token goes to a file, never to the log)."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import subprocess
@@ -142,3 +144,46 @@ def terminate(procs: list[subprocess.Popen], timeout_s: float) -> None:
             p.wait(5)
         except subprocess.TimeoutExpired:
             pass
+
+
+def save_api_token(username: str, var: Path) -> Path:
+    """Write the API token of ``username`` (created if missing) to ``var/<username>-api-token`` with mode 0600 and
+    return that path; the token itself is never printed (demo logs are shared and kept)."""
+    import django
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "autoscaler.settings")
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from rest_framework.authtoken.models import Token
+
+    user = get_user_model().objects.get(username=username)
+    key = Token.objects.get_or_create(user=user)[0].key
+    var.mkdir(parents=True, exist_ok=True)
+    path = var / f"{username}-api-token"
+    path.unlink(missing_ok=True)  # a fresh file: the mode applies (an existing file would keep its own)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(key + "\n")
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``save-token USER``: save USER's API token under the var directory and print the file's path."""
+    parser = argparse.ArgumentParser(prog="demo_common.py", description=main.__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    save = sub.add_parser("save-token", help="write USER's API token to var/USER-api-token (mode 0600)")
+    save.add_argument("username")
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    var = Path(os.environ.get("AUTOSCALER_VAR_DIR", ROOT / "var"))
+    try:
+        path = save_api_token(args.username, var)
+    except Exception as exc:  # noqa: BLE001 - one line for the demo log, not a traceback
+        print(f"demo: cannot save the API token of {args.username!r}: {exc}", file=sys.stderr)
+        return 1
+    print(f"API token of {args.username}: in {path} (mode 0600; e.g. TOKEN=$(cat {path}))")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

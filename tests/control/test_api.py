@@ -31,8 +31,9 @@ def api(app):
     return client
 
 
-def test_metrics_endpoint_exposes_counters_gauges_and_latency_histogram(app, client):
-    text = client.get("/metrics").content.decode()
+def test_metrics_endpoint_exposes_counters_gauges_and_latency_histogram(app, client, settings):
+    settings.METRICS_TOKEN = "scraper-token"  # /metrics answers the scraper's bearer token (or staff users)
+    text = client.get("/metrics", headers={"Authorization": "Bearer scraper-token"}).content.decode()
     assert "# TYPE autoscaler_control_ticks_total counter" in text
     assert 'autoscaler_control_ticks_total{application="api-app",owner="carol"} 4' in text
     assert 'autoscaler_control_decisions_total{application="api-app",owner="carol"} 8' in text

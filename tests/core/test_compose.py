@@ -85,3 +85,49 @@ def test_spark_stages_control_an_example_application():
     for service in stages:
         command = service["command"]
         assert command[command.index("--application") + 1] in names
+
+
+def test_web_is_published_on_loopback_only_and_shares_its_cache():
+    """Plain HTTP reaches the web service from this host's TLS proxy only; the gunicorn workers share one cache
+    (login throttling counts across them)."""
+    web = SERVICES["web"]
+    assert all(str(p).startswith("127.0.0.1:") for p in web["ports"]), web["ports"]
+    assert str(web["environment"]["CACHE_URL"]).startswith("redis://redis:")
+
+
+def test_env_example_turns_debug_off_and_https_on():
+    example = dict(
+        line.split("=", 1) for line in (ROOT / ".env.example").read_text().splitlines() if "=" in line
+        and not line.startswith("#")
+    )  # fmt: skip
+    assert example["DJANGO_DEBUG"] == "false" and "DEBUG" not in example
+    for name in ("SECURE_SSL_REDIRECT", "SESSION_COOKIE_SECURE", "CSRF_COOKIE_SECURE"):
+        assert example[name] == "true", name
+    assert int(example["SECURE_HSTS_SECONDS"]) >= 31536000
+
+
+def test_hosts_the_services_call_the_web_service_by_are_allowed():
+    """The Spark stages (and a Prometheus in the compose network) call http://web:8000: Django must accept that
+    Host header with the production settings, or every agent call is a 400."""
+    allowed = next(
+        line.split("=", 1)[1].split(",")
+        for line in (ROOT / ".env.example").read_text().splitlines()
+        if line.startswith("ALLOWED_HOSTS=")
+    )
+    called = set()
+    for service in SERVICES.values():
+        called |= set(re.findall(r"https?://([A-Za-z0-9.-]+):8000", _command(service)))
+    assert called and called <= set(allowed), (called, allowed)
+
+
+def test_prometheus_scrapes_the_web_service_with_the_metrics_token():
+    service = SERVICES["prometheus"]
+    assert service["profiles"] == ["monitoring"]
+    mount = next(v for v in service["volumes"] if v.endswith(":/etc/prometheus/prometheus.yml:ro"))
+    config = yaml.safe_load((ROOT / mount.split(":")[0]).read_text())
+    (job,) = config["scrape_configs"]
+    assert job["metrics_path"] == "/metrics" and job["static_configs"][0]["targets"] == ["web:8000"]
+    secret = service["secrets"][0]
+    assert job["authorization"] == {"type": "Bearer", "credentials_file": f"/run/secrets/{secret}"}
+    assert COMPOSE["secrets"][secret] == {"environment": "METRICS_TOKEN"}
+    assert "METRICS_TOKEN" in (ROOT / ".env.example").read_text()

@@ -24,21 +24,54 @@ def import_settings(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_production_requires_a_secret_key(tmp_path):
-    run = import_settings(tmp_path, DEBUG="false")
-    assert run.returncode != 0 and "SECRET_KEY must be set when DEBUG is false" in run.stderr
-    run = import_settings(tmp_path, DEBUG="false", SECRET_KEY="x" * 50)
+def test_debug_is_off_unless_django_debug_turns_it_on(tmp_path):
+    assert import_settings(tmp_path).stdout.split()[1] == "False"
+    assert import_settings(tmp_path, DEBUG="true").stdout.split()[1] == "False"  # only DJANGO_DEBUG counts
+    for on in ("1", "true", "yes"):
+        run = import_settings(tmp_path, DJANGO_DEBUG=on)
+        assert run.returncode == 0 and run.stdout.split()[1] == "True", run.stderr
+
+
+@pytest.mark.parametrize(
+    ("key", "reason"),
+    [
+        ("change-me-to-a-long-random-string", "is a placeholder"),  # .env.example's value
+        ("django-insecure-" + "k3y" * 20, "is a placeholder"),
+        ("", "is empty"),
+        ("x" * 49, "is too short (49 characters; at least 50)"),
+        ("ab" * 40, "has fewer than 5 distinct characters"),
+    ],
+)
+def test_production_refuses_an_insecure_secret_key(tmp_path, key, reason):
+    run = import_settings(tmp_path, SECRET_KEY=key)
+    assert run.returncode != 0 and f"SECRET_KEY {reason}" in run.stderr, run.stderr
+    assert import_settings(tmp_path, SECRET_KEY=key, DJANGO_DEBUG="1").returncode == 0  # a developer may
+
+
+def test_production_accepts_a_strong_secret_key(tmp_path):
+    run = import_settings(tmp_path, SECRET_KEY="Kq3" + "x7Zp" * 12)
     assert run.returncode == 0, run.stderr
-    assert run.stdout.split() == ["django.db.backends.sqlite3", "False", "50"]
+    assert run.stdout.split() == ["django.db.backends.sqlite3", "False", "51"]
+    assert not (tmp_path / "var" / "secret_key").exists()  # the configured key is the key
 
 
-def test_development_key_is_generated_once_and_kept(tmp_path):
+def test_a_short_metrics_token_is_refused(tmp_path):
+    run = import_settings(tmp_path, METRICS_TOKEN="short-token")
+    assert run.returncode != 0 and "METRICS_TOKEN is too short (11 characters; at least 24)" in run.stderr
+    assert import_settings(tmp_path, METRICS_TOKEN="m" * 12 + "3tr1cs" * 2).returncode == 0
+
+
+def test_unset_key_is_generated_once_kept_private_and_strong(tmp_path):
     first = import_settings(tmp_path)
     assert first.returncode == 0, first.stderr
-    key = (tmp_path / "var" / "secret_key").read_text()
-    assert len(key) >= 50
+    path = tmp_path / "var" / "secret_key"
+    key = path.read_text()
+    assert len(key) >= 50 and len(set(key)) >= 5
+    assert path.stat().st_mode & 0o777 == 0o600
     assert import_settings(tmp_path).returncode == 0
-    assert (tmp_path / "var" / "secret_key").read_text() == key
+    assert import_settings(tmp_path, DJANGO_DEBUG="1").returncode == 0
+    assert path.read_text() == key
+    assert not [p.name for p in path.parent.iterdir() if p.name.startswith(".secret_key")]  # no staging leftovers
 
 
 def test_database_url_selects_postgresql(tmp_path):
