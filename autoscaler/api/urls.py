@@ -8,6 +8,9 @@ from . import views
 from .throttling import ThrottledObtainAuthToken
 
 router = DefaultRouter()
+# no ".json" suffix routes: the API speaks JSON only, and a suffix route reached retrieve() with an unexpected
+# "format" argument (a 500)
+router.include_format_suffixes = False
 router.register("catalogs", views.NodeTypeCatalogViewSet, basename="catalog")
 router.register("regions", views.RegionViewSet, basename="region")
 router.register("applications", views.ApplicationViewSet, basename="application")
