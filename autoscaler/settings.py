@@ -108,6 +108,9 @@ DATABASES = {
     "default": dj_database_url.config(
         default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}",
         conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", "0")),
+        # a reused connection (Celery workers keep theirs across tasks) is checked before use after an idle time,
+        # so one the server terminated is replaced instead of failing the task
+        conn_health_checks=True,
     )
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -168,6 +171,11 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TIMEZONE = TIME_ZONE
 # fraction of each control period over which the dispatcher spreads the applications' ticks (0 = all at once)
 AUTOSCALER_DISPATCH_SPREAD = float(os.environ.get("AUTOSCALER_DISPATCH_SPREAD", "0.5"))
+# seconds between two dispatches (the beat entry of autoscaler.control.apps)
+AUTOSCALER_DISPATCH_INTERVAL_S = float(os.environ.get("AUTOSCALER_DISPATCH_INTERVAL_S", "5"))
+# a tick that begins more than this many control periods after its slot began is stale: recorded, not applied
+# (0 turns the rule off, e.g. to replay ticks of old slots)
+AUTOSCALER_STALE_AFTER_PERIODS = float(os.environ.get("AUTOSCALER_STALE_AFTER_PERIODS", "1"))
 
 # The owner of applications applied from the command line when no --owner is given.
 AUTOSCALER_DEFAULT_OWNER = os.environ.get("AUTOSCALER_DEFAULT_OWNER", "admin")

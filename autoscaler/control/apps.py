@@ -2,6 +2,22 @@ from django.apps import AppConfig
 from django.conf import settings
 
 
+def drop_broken_connections(**_: object) -> None:
+    """Before every task: close each database connection that saw an error and no longer answers, and ask the
+    others to check themselves on first use (``CONN_HEALTH_CHECKS``), so that a connection reused across tasks
+    (``CELERY_DB_REUSE_MAX``) that the server terminated is replaced instead of failing every task after it."""
+    from django.db import connections
+
+    for conn in connections.all(initialized_only=True):
+        if conn.connection is None:
+            continue
+        if conn.errors_occurred and not conn.is_usable():
+            conn.close()
+            continue
+        conn.errors_occurred = False
+        conn.health_check_done = False
+
+
 class ControlConfig(AppConfig):
     name = "autoscaler.control"
     label = "control"
@@ -29,6 +45,11 @@ class ControlConfig(AppConfig):
             worker_fixup = getattr(fixup, "_worker_fixup", None)
             if worker_fixup is not None and worker_fixup.db_reuse_max is None:
                 worker_fixup.db_reuse_max = reuse
+        from celery.signals import task_prerun
+
+        task_prerun.connect(
+            drop_broken_connections, weak=False, dispatch_uid="control-drop-broken-connections"
+        )
         options = dict(app.conf.broker_transport_options or {})
         options.setdefault("visibility_timeout", 300)
         app.conf.broker_transport_options = options

@@ -1,0 +1,181 @@
+"""Slot accounting: the staleness rule and the record of every slot that got no decision.
+
+A slot of an application with control period ``P`` (s) is ``[k * P, (k + 1) * P)`` seconds since the epoch; its
+tick is due at its start and must begin within it:
+
+- a tick that begins more than ``AUTOSCALER_STALE_AFTER_PERIODS`` periods (default 1) after its slot began is
+  *stale*: its slot is recorded as ``missed`` (reason ``stale``, with its age) and nothing is applied or learned;
+- a tick for a slot that has not begun yet (more than ``EARLY_TOLERANCE_S`` ahead) is *early*: it is counted
+  (``early_ticks_total``) and dropped without touching the ledger, so the real tick of that slot still runs.
+
+Every slot of a running application ends up with exactly one ledger row (``Tick``): decided (``done``,
+``no_data``) or ``missed`` with a reason. The dispatcher records the missed ones: slots it never claimed (a gap
+between the last claimed slot and now: nobody dispatched) and claimed slots whose tick never ran. The reason is
+its best inference (``infer_reason``) from what this worker process saw (``autoscaler.control.outages``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from autoscaler.control import outages
+from autoscaler.control.models import ApplicationControl, Tick
+from autoscaler.models import Application
+
+log = logging.getLogger(__name__)
+
+#: a tick that arrives this much before its slot begins still runs (clock skew between beat and workers, s)
+EARLY_TOLERANCE_S = 0.5
+#: at most this many missed rows are written per gap (a week-long pause is counted, not written row by row)
+MAX_GAP_ROWS = 200
+#: how far back (in periods) the dispatcher looks for claimed slots whose tick never ran
+LOOKBACK_PERIODS = 12
+EPS_S = 1e-6
+
+
+class Reason:
+    """Why a slot has no decision (the ``reason`` of a missed ledger row and the label of the counter)."""
+
+    STALE = "stale"
+    WORKER_DOWN = "worker_down"
+    BROKER_DOWN = "broker_down"
+    DATABASE_DOWN = "database_down"
+    PAUSED = "paused"
+    ALL = (STALE, WORKER_DOWN, BROKER_DOWN, DATABASE_DOWN, PAUSED)
+
+
+def stale_after_periods() -> float:
+    """``settings.AUTOSCALER_STALE_AFTER_PERIODS`` (1.0; 0 turns the staleness and earliness rules off, e.g. to
+    replay recorded slots)."""
+    return float(getattr(settings, "AUTOSCALER_STALE_AFTER_PERIODS", 1.0))
+
+
+def timing(slot: int, period_s: float, now_s: float) -> tuple[str, float]:
+    """``("early" | "stale" | "", age_s)`` of a tick of ``slot`` at ``now_s``; age = now - slot start (s)."""
+    age = now_s - slot * period_s
+    limit = stale_after_periods()
+    if limit <= 0:  # the rule is off (replays of recorded slots)
+        return "", age
+    if age < -EARLY_TOLERANCE_S:
+        return "early", age
+    if age > limit * period_s:
+        return "stale", age
+    return "", age
+
+
+def slot_starts(start_s: float, end_s: float, period_s: float) -> Iterable[int]:
+    """Slots (of period ``period_s``) that begin in ``[start_s, end_s)``."""
+    first = math.ceil((start_s - EPS_S) / period_s)
+    k = first
+    while k * period_s < end_s - EPS_S:
+        yield k
+        k += 1
+
+
+def infer_reason(control: ApplicationControl, start_s: float, end_s: float, claimed: bool) -> str:
+    """The best guess at why slot ``[start_s, end_s)`` got no tick: paused, the database or broker down while
+    this process was up (it saw the failures), else a worker down (the process started after the slot, or the slot
+    was claimed and its tick never came back), else the broker (this worker was up, but no dispatch arrived)."""
+    if control.paused_since_s is not None and start_s >= control.paused_since_s - EPS_S:
+        return Reason.PAUSED
+    if outages.DATABASE.overlaps(start_s, end_s):
+        return Reason.DATABASE_DOWN
+    if outages.BROKER.overlaps(start_s, end_s):
+        return Reason.BROKER_DOWN
+    if claimed or end_s <= outages.PROCESS_STARTED_S:
+        return Reason.WORKER_DOWN
+    return Reason.BROKER_DOWN
+
+
+def record_missed(app: Application, slots: list[tuple[int, float, str, str]]) -> int:
+    """Write ``missed`` ledger rows for ``(slot, period_s, reason, detail)`` where the slot has no row yet and
+    count them per reason. Returns the number of rows written."""
+    if not slots:
+        return 0
+    written: dict[str, int] = {}
+    now = timezone.now()
+    with transaction.atomic():
+        control = ApplicationControl.objects.select_for_update().get(application=app)
+        for slot, period_s, reason, detail in slots:
+            _, created = Tick.objects.get_or_create(
+                application=app,
+                slot=slot,
+                defaults={
+                    "period_s": period_s,
+                    "status": Tick.Status.MISSED,
+                    "reason": reason,
+                    "error": detail,
+                    "dry_run": app.dry_run,
+                    "finished_at": now,
+                },
+            )
+            if created:
+                written[reason] = written.get(reason, 0) + 1
+        if written:
+            count_missed(control, written)
+            control.save(update_fields=["missed_slots", "updated_at"])
+    if written:
+        log.warning("application %s: missed slots %s", app.pk, written)
+    return sum(written.values())
+
+
+def count_missed(control: ApplicationControl, by_reason: dict[str, int]) -> None:
+    counts = dict(control.missed_slots or {})
+    for reason, n in by_reason.items():
+        counts[reason] = counts.get(reason, 0) + n
+    control.missed_slots = counts
+
+
+def account_gap(app: Application, control: ApplicationControl, new_start_s: float, period_s: float) -> int:
+    """Record the slots between the end of the last claimed slot and ``new_start_s`` (nobody dispatched them)."""
+    if control.last_dispatched_start_s is None:
+        return 0
+    prev_end = control.last_dispatched_start_s + (control.last_dispatched_period_s or period_s)
+    gap = list(slot_starts(prev_end, new_start_s, period_s))
+    if not gap:
+        return 0
+    rows = []
+    for k in gap[-MAX_GAP_ROWS:]:
+        start = k * period_s
+        reason = infer_reason(control, start, start + period_s, claimed=False)
+        rows.append((k, period_s, reason, f"missed: no tick was dispatched ({reason.replace('_', ' ')})"))
+    written = record_missed(app, rows)
+    if len(gap) > MAX_GAP_ROWS:  # counted, not written
+        reason = infer_reason(control, gap[0] * period_s, gap[0] * period_s + period_s, claimed=False)
+        with transaction.atomic():
+            locked = ApplicationControl.objects.select_for_update().get(pk=control.pk)
+            count_missed(locked, {reason: len(gap) - MAX_GAP_ROWS})
+            locked.save(update_fields=["missed_slots", "updated_at"])
+    return written
+
+
+def account_lost(app: Application, control: ApplicationControl, now_s: float, period_s: float) -> int:
+    """Record claimed slots that ended more than one period ago without a ledger row (their tick was lost with a
+    worker or the broker; a late redelivery would be stale)."""
+    since = control.running_since_s
+    if since is None:
+        return 0
+    lo = max(since, now_s - LOOKBACK_PERIODS * period_s)
+    hi = now_s - 2 * period_s  # slot start + 2 periods: its tick could no longer begin in time
+    candidates = list(slot_starts(lo, hi, period_s))
+    if not candidates:
+        return 0
+    rows = Tick.objects.filter(
+        application=app,
+        created_at__gte=timezone.now() - timezone.timedelta(seconds=(LOOKBACK_PERIODS + 4) * period_s + 60.0),
+    ).values_list("slot", "period_s")
+    covered = [(s * p, s * p + p) for s, p in rows]
+    lost = []
+    for k in candidates:
+        start = k * period_s
+        if any(a - EPS_S <= start < b - EPS_S for a, b in covered):
+            continue
+        reason = infer_reason(control, start, start + 2 * period_s, claimed=True)
+        lost.append((k, period_s, reason, f"missed: the tick never ran ({reason.replace('_', ' ')})"))
+    return record_missed(app, lost)
