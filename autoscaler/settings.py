@@ -166,6 +166,13 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "store_processed": False,
         "control_folder": str(BROKER_DIR / "control"),  # exchange bindings; kombu's default is ./control
     }
+if os.environ.get("CELERY_BROKER_VISIBILITY_TIMEOUT_S"):
+    # seconds before the Redis transport redelivers a message no worker acknowledged (default 300, see
+    # autoscaler.control.apps); a redelivered tick is older than its period and is recorded as stale
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        **globals().get("CELERY_BROKER_TRANSPORT_OPTIONS", {}),
+        "visibility_timeout": float(os.environ["CELERY_BROKER_VISIBILITY_TIMEOUT_S"]),
+    }
 CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND") or None
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TIMEZONE = TIME_ZONE

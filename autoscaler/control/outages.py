@@ -60,9 +60,26 @@ def broker_ok(now: float | None = None) -> None:
     BROKER.ended(time.time() if now is None else now)
 
 
+#: a worker that received no dispatch for this long (s, and 5 dispatch intervals) while it was up infers that the
+#: broker (or beat) was down in between
+SILENCE_S = 10.0
+_last_dispatch_s: float | None = None
+
+
+def dispatch_seen(now: float, interval_s: float) -> None:
+    """A dispatch ran in this process: a long silence before it is recorded as a broker outage."""
+    global _last_dispatch_s
+    prev, _last_dispatch_s = _last_dispatch_s, now
+    if prev is not None and now - prev > max(SILENCE_S, 5 * interval_s):
+        BROKER.intervals.append([prev, now])
+        del BROKER.intervals[:-KEPT]
+
+
 def reset() -> None:
     """Forget everything (tests)."""
     DATABASE.intervals.clear()
     DATABASE.open = False
     BROKER.intervals.clear()
     BROKER.open = False
+    global _last_dispatch_s
+    _last_dispatch_s = None

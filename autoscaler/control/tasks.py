@@ -94,6 +94,8 @@ def dispatch(now: float | None = None) -> dict[str, int]:
     """Enqueue the ticks, AM tunings and region steps that are due (see module doc). A database outage is
     survived: every connection is closed (the next dispatch reconnects) and the outage remembered, so the slots
     it cost are recorded as ``database_down`` once the database is back."""
+    if now is None:
+        outages.dispatch_seen(time.time(), DISPATCH_INTERVAL_S)
     try:
         counts = _dispatch(time.time() if now is None else now)
     except DB_DOWN_ERRORS as exc:
@@ -232,7 +234,9 @@ def _tick(task, application_id: int, slot: int, enqueued_at: float | None, perio
         )
         return {"skipped": "stale", "age_s": age, "status": status}
     try:
-        out = run_tick(application_id, slot, enqueued_at=enqueued_at, period_s=period)
+        limit = slots.stale_after_periods()
+        deadline = slot * period + limit * period if limit > 0 else None
+        out = run_tick(application_id, slot, enqueued_at=enqueued_at, period_s=period, deadline_s=deadline)
     except IntegrityError:  # the dispatcher recorded the slot as missed while this tick ran: it stays missed
         close_connections()
         return {"status": "missed", "duplicate": True}

@@ -136,12 +136,19 @@ def run_tick(
     connector: Connector | None = None,
     enqueued_at: float | None = None,
     period_s: float | None = None,
+    deadline_s: float | None = None,
 ) -> TickOutcome:
     """Run tick ``slot`` of the application (see module doc); ``period_s`` is T_OM (s) the slot was dispatched
-    with (default: the application's current one). Connector errors propagate (the task retries)."""
+    with (default: the application's current one). A tick that gets the application's lock only after
+    ``deadline_s`` (s since the epoch: its slot start + the staleness limit) is stale: recorded, nothing applied.
+    Connector errors propagate (the task retries)."""
     started = time.time() if enqueued_at is None else enqueued_at
     with application_lock(application_id):
         app = Application.objects.get(pk=application_id)
+        if deadline_s is not None and time.time() > deadline_s:
+            period = float(period_s or app.om_period_s)
+            status = _skip_stale(app, slot, period, time.time() - slot * period)
+            return TickOutcome(app.pk, slot, status)
         topo, connector = definitions(app, connector)
         reconciled = False
         for stale in Tick.objects.filter(application=app, status=Tick.Status.APPLYING).order_by("slot"):
@@ -233,32 +240,36 @@ def skip_stale_tick(application_id: int, slot: int, period_s: float, age_s: floa
     """Record a stale tick of ``slot`` (it began ``age_s`` s after its slot did) and apply nothing: a slot without
     a row becomes ``missed`` (reason ``stale``); a tick left ``applying`` by a dead worker is only reconciled with
     the engine (kept if the engine runs its plan, else abandoned), never applied. Returns the ledger status."""
+    with application_lock(application_id):
+        return _skip_stale(Application.objects.get(pk=application_id), slot, period_s, age_s)
+
+
+def _skip_stale(app: Application, slot: int, period_s: float, age_s: float) -> str:
+    """``skip_stale_tick`` with the application's lock held."""
     from autoscaler.control.slots import Reason, count_missed
 
     detail = (
         f"skipped: stale (the tick began {age_s:.1f} s after its slot began; period {period_s:g} s); "
         "nothing applied, nothing learned"
     )
-    with application_lock(application_id):
-        app = Application.objects.get(pk=application_id)
-        with transaction.atomic():
-            tick = Tick.objects.select_for_update().filter(application=app, slot=slot).first()
-            control = ApplicationControl.objects.select_for_update().get_or_create(application=app)[0]
-            if tick is not None and tick.status not in (Tick.Status.RUNNING, Tick.Status.APPLYING):
-                control.duplicate_ticks_total += 1
-                control.save(update_fields=["duplicate_ticks_total", "updated_at"])
-                return tick.status
-            if tick is None or tick.status == Tick.Status.RUNNING:
-                tick = tick or Tick(application=app, slot=slot, period_s=period_s, dry_run=app.dry_run)
-                tick.status, tick.reason, tick.error = Tick.Status.MISSED, Reason.STALE, detail
-                tick.finished_at = timezone.now()
-                tick.save()
-                count_missed(control, {Reason.STALE: 1})
-                control.save()
-                return tick.status
-        _, connector = definitions(app)
-        _finish_apply(app, tick.pk, connector, time.time(), reconcile=True, same_slot=False)
-        return Tick.objects.only("status").get(pk=tick.pk).status
+    with transaction.atomic():
+        tick = Tick.objects.select_for_update().filter(application=app, slot=slot).first()
+        control = ApplicationControl.objects.select_for_update().get_or_create(application=app)[0]
+        if tick is not None and tick.status not in (Tick.Status.RUNNING, Tick.Status.APPLYING):
+            control.duplicate_ticks_total += 1
+            control.save(update_fields=["duplicate_ticks_total", "updated_at"])
+            return tick.status
+        if tick is None or tick.status == Tick.Status.RUNNING:
+            tick = tick or Tick(application=app, slot=slot, period_s=period_s, dry_run=app.dry_run)
+            tick.status, tick.reason, tick.error = Tick.Status.MISSED, Reason.STALE, detail
+            tick.finished_at = timezone.now()
+            tick.save()
+            count_missed(control, {Reason.STALE: 1})
+            control.save()
+            return tick.status
+    _, connector = definitions(app)
+    _finish_apply(app, tick.pk, connector, time.time(), reconcile=True, same_slot=False)
+    return Tick.objects.only("status").get(pk=tick.pk).status
 
 
 def _missing_reason(metrics: PeriodMetrics, topo: Topology) -> str:

@@ -54,7 +54,9 @@ def database_url() -> str:
 class Worker:
     """One ``celery worker`` process (solo pool: the task runs in the process we signal)."""
 
-    def __init__(self, name: str, broker: str, log_dir: Path, extra_env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, name: str, broker: str, log_dir: Path, extra_env: dict[str, str] | None = None
+    ) -> None:
         self.name = name
         self.log = log_dir / f"{name}.log"
         env = dict(os.environ)
@@ -128,7 +130,9 @@ def broker() -> str:
 def start_worker(tmp_path) -> Iterator[Callable[..., Worker]]:
     workers: list[Worker] = []
 
-    def start(name: str = "w1", broker_url: str = REDIS_URL, extra_env: dict[str, str] | None = None) -> Worker:
+    def start(
+        name: str = "w1", broker_url: str = REDIS_URL, extra_env: dict[str, str] | None = None
+    ) -> Worker:
         w = Worker(name, broker_url, tmp_path, extra_env)
         workers.append(w)
         return w
