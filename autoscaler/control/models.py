@@ -38,11 +38,19 @@ class ApplicationControl(models.Model):
         null=True, blank=True, help_text="start of the first slot claimed since the application last ran (s)"
     )
     paused_since_s = models.FloatField(
-        null=True, blank=True, help_text="first dispatch that saw the application not running (s since the epoch)"
+        null=True,
+        blank=True,
+        help_text="first dispatch that saw the application not running (s since the epoch)",
     )
     last_tick_slot = models.BigIntegerField(default=-1)
+    pending_slots = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="claimed [slot, period (s)] pairs whose ledger row is not checked yet",
+    )
     learned_slot_start_s = models.FloatField(
-        default=-1.0, help_text="start of the newest slot the OMs decided on (s since the epoch): learning order"
+        default=-1.0,
+        help_text="start of the newest slot the OMs decided on (s since the epoch): learning order",
     )
     last_tick_at = models.DateTimeField(null=True, blank=True, help_text="when the last tick finished")
     missed_slots = models.JSONField(
@@ -114,7 +122,10 @@ class Tick(models.Model):
     result = models.JSONField(null=True, blank=True, help_text="ApplyResult of the plan")
     error = models.TextField(blank=True, default="")
     reason = models.CharField(
-        max_length=32, blank=True, default="", help_text="why a missed slot has no decision (stale, worker_down, ...)"
+        max_length=32,
+        blank=True,
+        default="",
+        help_text="why a missed slot has no decision (stale, worker_down, ...)",
     )
     metrics = models.JSONField(null=True, blank=True, help_text="PeriodMetrics of the observed period")
     created_at = models.DateTimeField(auto_now_add=True)

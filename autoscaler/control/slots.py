@@ -34,8 +34,8 @@ log = logging.getLogger(__name__)
 EARLY_TOLERANCE_S = 0.5
 #: at most this many missed rows are written per gap (a week-long pause is counted, not written row by row)
 MAX_GAP_ROWS = 200
-#: how far back (in periods) the dispatcher looks for claimed slots whose tick never ran
-LOOKBACK_PERIODS = 12
+#: claimed slots remembered until their ledger row is checked (``account_lost``)
+MAX_PENDING = 32
 EPS_S = 1e-6
 
 
@@ -82,7 +82,7 @@ def infer_reason(control: ApplicationControl, start_s: float, end_s: float, clai
     """The best guess at why slot ``[start_s, end_s)`` got no tick: paused, the database or broker down while
     this process was up (it saw the failures), else a worker down (the process started after the slot, or the slot
     was claimed and its tick never came back), else the broker (this worker was up, but no dispatch arrived)."""
-    if control.paused_since_s is not None and start_s >= control.paused_since_s - EPS_S:
+    if control.paused_since_s is not None and end_s > control.paused_since_s + EPS_S:
         return Reason.PAUSED
     if outages.DATABASE.overlaps(start_s, end_s):
         return Reason.DATABASE_DOWN
@@ -155,27 +155,32 @@ def account_gap(app: Application, control: ApplicationControl, new_start_s: floa
     return written
 
 
-def account_lost(app: Application, control: ApplicationControl, now_s: float, period_s: float) -> int:
-    """Record claimed slots that ended more than one period ago without a ledger row (their tick was lost with a
-    worker or the broker; a late redelivery would be stale)."""
-    since = control.running_since_s
-    if since is None:
-        return 0
-    lo = max(since, now_s - LOOKBACK_PERIODS * period_s)
-    hi = now_s - 2 * period_s  # slot start + 2 periods: its tick could no longer begin in time
-    candidates = list(slot_starts(lo, hi, period_s))
-    if not candidates:
-        return 0
-    rows = Tick.objects.filter(
-        application=app,
-        created_at__gte=timezone.now() - timezone.timedelta(seconds=(LOOKBACK_PERIODS + 4) * period_s + 60.0),
-    ).values_list("slot", "period_s")
-    covered = [(s * p, s * p + p) for s, p in rows]
+def remember_claim(control: ApplicationControl, slot: int, period_s: float) -> None:
+    """Remember a claimed slot until ``account_lost`` has seen its ledger row (or recorded it as missed)."""
+    with transaction.atomic():
+        locked = ApplicationControl.objects.select_for_update().get(pk=control.pk)
+        locked.pending_slots = (list(locked.pending_slots or []) + [[slot, period_s]])[-MAX_PENDING:]
+        locked.save(update_fields=["pending_slots", "updated_at"])
+
+
+def account_lost(app: Application, control: ApplicationControl, now_s: float) -> int:
+    """Record claimed slots whose tick never ran: once a claimed slot began two periods ago (its tick could no
+    longer begin in time: a late redelivery would be stale) and it still has no ledger row, the tick was lost with
+    a worker or the broker."""
     lost = []
-    for k in candidates:
-        start = k * period_s
-        if any(a - EPS_S <= start < b - EPS_S for a, b in covered):
-            continue
-        reason = infer_reason(control, start, start + 2 * period_s, claimed=True)
-        lost.append((k, period_s, reason, f"missed: the tick never ran ({reason.replace('_', ' ')})"))
+    with transaction.atomic():
+        locked = ApplicationControl.objects.select_for_update().get(pk=control.pk)
+        pending = [(int(k), float(p)) for k, p in locked.pending_slots or []]
+        due = [(k, p) for k, p in pending if now_s >= (k + 2) * p]
+        if not due:
+            return 0
+        have = set(
+            Tick.objects.filter(application=app, slot__in=[k for k, _ in due]).values_list("slot", flat=True)
+        )
+        for k, p in due:
+            if k not in have:
+                reason = infer_reason(locked, k * p, (k + 2) * p, claimed=True)
+                lost.append((k, p, reason, f"missed: the tick never ran ({reason.replace('_', ' ')})"))
+        locked.pending_slots = [[k, p] for k, p in pending if (k, p) not in due]
+        locked.save(update_fields=["pending_slots", "updated_at"])
     return record_missed(app, lost)

@@ -135,6 +135,7 @@ def _claim_slot(app: Application, control: ApplicationControl, now: float, sprea
     )
     if not claimed:
         return None
+    slots.remember_claim(control, slot, period)
     slots.account_gap(app, control, start, period)
     if control.running_since_s is None or control.paused_since_s is not None:
         ApplicationControl.objects.filter(pk=control.pk).update(running_since_s=start, paused_since_s=None)
@@ -157,7 +158,7 @@ def _dispatch(now: float) -> dict[str, int]:
         if _claim_slot(app, control, now, spread) is not None:
             counts["ticks"] += 1
             control.refresh_from_db()
-        counts["missed"] += slots.account_lost(app, control, now, float(app.om_period_s))
+        counts["missed"] += slots.account_lost(app, control, now)
         am_slot = slot_of(now, app.am_period_s)
         if (
             control.am_config.get("bounds_ms")
