@@ -170,3 +170,21 @@ def test_metrics_expose_missed_slots_by_reason_and_the_last_tick_age(eager):
         ln for ln in text.splitlines() if ln.startswith(f"autoscaler_control_last_tick_age_seconds{{{lab}")
     )
     assert 0.0 <= float(age.split()[-1]) < 60.0
+
+
+def test_the_dashboard_shows_missed_slots_as_gaps_with_their_reason():
+    from dashboard import monitor_data
+
+    app = simulated_pipeline("dash", n_operators=1, period_s=60.0)
+    for slot in (10, 11, 12):
+        run_tick(app.pk, slot)
+    slots.record_missed(app, [(13, 60.0, "worker_down", "missed"), (14, 60.0, "worker_down", "missed")])
+    slots.record_missed(app, [(15, 60.0, "database_down", "missed")])
+    for slot in (16, 17):
+        run_tick(app.pk, slot)
+    d = monitor_data.dashboard_data(app, "all")
+    assert d["gaps"] == [[780_000.0, 900_000.0, "worker_down"], [900_000.0, 960_000.0, "database_down"]]
+    for key in ("rate", "capacity"):  # the lines stop at the gap instead of crossing it
+        points = dict(zip(d[key]["x"], d[key]["y"], strict=True))
+        assert points[780_000] is None and points[900_000] is None
+        assert points[720_000] is not None and points[960_000] is not None
