@@ -32,7 +32,11 @@ class ControlConfig(AppConfig):
 
         interval = float(getattr(settings, "AUTOSCALER_DISPATCH_INTERVAL_S", 5.0))
         schedule = dict(app.conf.beat_schedule or {})
-        schedule.setdefault("control-dispatch", {"task": "control.dispatch", "schedule": interval})
+        # a dispatch not consumed within a few intervals (no worker up) expires: the next one does its work
+        schedule.setdefault(
+            "control-dispatch",
+            {"task": "control.dispatch", "schedule": interval, "options": {"expires": 3 * interval}},
+        )
         app.conf.beat_schedule = schedule
         app.conf.worker_prefetch_multiplier = 1
         # keep each worker's database connection across tasks (Celery closes it after every task otherwise):

@@ -12,8 +12,6 @@ from dataclasses import dataclass, field
 
 #: intervals kept per kind (older ones are forgotten; a gap older than that is labelled from what is left)
 KEPT = 64
-#: the process start (s since the epoch): slots that ended before it were not seen by this worker
-PROCESS_STARTED_S = time.time()
 
 
 @dataclass
@@ -64,11 +62,16 @@ def broker_ok(now: float | None = None) -> None:
 #: broker (or beat) was down in between
 SILENCE_S = 10.0
 _last_dispatch_s: float | None = None
+#: the first dispatch this process ran (s since the epoch): before it, this worker was not consuming (down or
+#: starting), so it cannot tell what happened then
+first_dispatch_s: float | None = None
 
 
 def dispatch_seen(now: float, interval_s: float) -> None:
     """A dispatch ran in this process: a long silence before it is recorded as a broker outage."""
-    global _last_dispatch_s
+    global _last_dispatch_s, first_dispatch_s
+    if first_dispatch_s is None:
+        first_dispatch_s = now
     prev, _last_dispatch_s = _last_dispatch_s, now
     if prev is not None and now - prev > max(SILENCE_S, 5 * interval_s):
         BROKER.intervals.append([prev, now])
@@ -81,5 +84,5 @@ def reset() -> None:
     DATABASE.open = False
     BROKER.intervals.clear()
     BROKER.open = False
-    global _last_dispatch_s
-    _last_dispatch_s = None
+    global _last_dispatch_s, first_dispatch_s
+    _last_dispatch_s = first_dispatch_s = None

@@ -79,18 +79,24 @@ def slot_starts(start_s: float, end_s: float, period_s: float) -> Iterable[int]:
 
 
 def infer_reason(control: ApplicationControl, start_s: float, end_s: float, claimed: bool) -> str:
-    """The best guess at why slot ``[start_s, end_s)`` got no tick: paused, the database or broker down while
-    this process was up (it saw the failures), else a worker down (the process started after the slot, or the slot
-    was claimed and its tick never came back), else the broker (this worker was up, but no dispatch arrived)."""
+    """The best guess at why slot ``[start_s, end_s)`` got no decision, from what this worker process saw:
+
+    - ``paused``: the application was seen paused before the slot ended;
+    - ``database_down`` / ``broker_down``: this process saw the database fail, or failed to publish or received
+      no dispatch for a long time (``outages``), during the slot;
+    - ``worker_down``: this process was not dispatching yet when the slot began (it was down or starting, and so,
+      as far as it can tell, was every worker);
+    - otherwise, a slot nobody dispatched while this worker was up: ``broker_down`` (no dispatch arrived); a
+      claimed slot whose tick did not begin in time while the workers were up: ``stale`` (queued too long)."""
     if control.paused_since_s is not None and end_s > control.paused_since_s + EPS_S:
         return Reason.PAUSED
     if outages.DATABASE.overlaps(start_s, end_s):
         return Reason.DATABASE_DOWN
     if outages.BROKER.overlaps(start_s, end_s):
         return Reason.BROKER_DOWN
-    if claimed or end_s <= outages.PROCESS_STARTED_S:
+    if outages.first_dispatch_s is None or start_s < outages.first_dispatch_s - EPS_S:
         return Reason.WORKER_DOWN
-    return Reason.BROKER_DOWN
+    return Reason.STALE if claimed else Reason.BROKER_DOWN
 
 
 def record_missed(app: Application, slots: list[tuple[int, float, str, str]]) -> int:

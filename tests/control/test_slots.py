@@ -81,6 +81,7 @@ def test_learning_consumes_periods_in_order_only():
 
 def test_a_gap_between_dispatches_is_recorded_slot_by_slot_with_the_inferred_reason(eager):
     app = simulated_pipeline("gap", n_operators=1, period_s=60.0)
+    outages.dispatch_seen(T - 600, 5.0)  # this worker has been dispatching since before the test's slots
     assert dispatch(now=T + 1)["ticks"] == 1
     outages.database_failed(now=T + 70)  # this worker saw the database down during [T+70, T+130]
     outages.database_failed(now=T + 130)
@@ -112,13 +113,21 @@ def test_slots_while_paused_are_recorded_as_paused(eager):
 
 
 def test_a_claimed_tick_that_never_ran_is_recorded_two_periods_later(eager):
-    app = simulated_pipeline("lost", n_operators=1, period_s=60.0)
+    lost = simulated_pipeline("lost", n_operators=1, period_s=60.0)
     dispatch(now=T + 1)
-    Tick.objects.filter(application=app).delete()  # the message was lost with a worker
+    Tick.objects.filter(application=lost).delete()  # the message was lost with a worker
+    outages.dispatch_seen(T + 30, 5.0)  # this worker's first dispatch came after that slot began
     dispatch(now=T + 61)
-    assert missed(app) == {}  # not yet: its tick could still be running
+    assert missed(lost) == {}  # not yet: its tick could still be running
     dispatch(now=T + 121)
-    assert missed(app) == {T // 60: "worker_down"}
+    assert missed(lost) == {T // 60: "worker_down"}
+    # a worker that was up all along: the tick was queued too long (it would be stale when it came)
+    slow = simulated_pipeline("slow", n_operators=1, period_s=60.0)
+    dispatch(now=T + 181)
+    Tick.objects.filter(application=slow).delete()
+    dispatch(now=T + 301)
+    # ... and the slot between the two dispatches was never dispatched while this worker was up
+    assert missed(slow) == {(T + 180) // 60: "stale", (T + 240) // 60: "broker_down"}
 
 
 def test_publish_then_claim_a_broker_failure_leaves_the_slot_unclaimed(eager, monkeypatch):
@@ -159,6 +168,7 @@ def test_a_period_change_takes_effect_at_the_next_boundary_and_never_stalls(eage
 
 def test_metrics_expose_missed_slots_by_reason_and_the_last_tick_age(eager):
     simulated_pipeline("metrics", n_operators=1, period_s=60.0)
+    outages.dispatch_seen(T - 600, 5.0)
     dispatch(now=T + 1)
     dispatch(now=T + 181)
     text = Client().get("/metrics").content.decode()
