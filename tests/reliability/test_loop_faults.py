@@ -111,6 +111,8 @@ def report(name: str, a: Audit, recoveries: list[tuple[int, float]], period_s: f
         "decided": a.decided,
         "missed": dict(sorted(a.missed.items())),
         "stale_applies": a.stale_applies,
+        # one letter per slot: D decided, or the first letter of the missed slot's reason (s, w, b, d, p)
+        "timeline": "".join("D" if r.status != "missed" else r.reason[0] for r in a.rows),
         "recovery_slots": [s for s, _ in recoveries],
         "recovery_s": [round(x, 1) for _, x in recoveries],
         **extra,
@@ -244,6 +246,7 @@ def test_broker_down_30_s(rig: Rig):
     start = started_at(app)
     wait_until(lambda: decided_after(app, start) >= 2, 20 * period, "two decisions")
     rig.stop_broker()
+    down = time.time()
     time.sleep(30.0)
     rig.start_broker()
     back = time.time()
@@ -253,7 +256,10 @@ def test_broker_down_30_s(rig: Rig):
     assert recovery[0] <= 2, recovery
     assert a.stale_applies == 0
     assert a.missed.get(Reason.BROKER_DOWN, 0) >= 2, a.missed
-    report("broker down 30 s", a, [recovery], period)
+    report("broker down 30 s", a, [recovery], period, down_s=round(back - down, 1))
+    if os.environ.get("RELIABILITY_DEBUG"):
+        for r in a.rows:
+            print(r.slot, r.status, r.reason, r.created_at.timestamp() - down, (r.slot * r.period_s) - down)
 
 
 def test_database_connections_terminated_for_15_s(rig: Rig):
