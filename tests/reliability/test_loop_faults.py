@@ -257,9 +257,6 @@ def test_broker_down_30_s(rig: Rig):
     assert a.stale_applies == 0
     assert a.missed.get(Reason.BROKER_DOWN, 0) >= 2, a.missed
     report("broker down 30 s", a, [recovery], period, down_s=round(back - down, 1))
-    if os.environ.get("RELIABILITY_DEBUG"):
-        for r in a.rows:
-            print(r.slot, r.status, r.reason, r.created_at.timestamp() - down, (r.slot * r.period_s) - down)
 
 
 def test_database_connections_terminated_for_15_s(rig: Rig):
