@@ -172,21 +172,32 @@ def remember_claim(control: ApplicationControl, slot: int, period_s: float) -> N
 def account_lost(app: Application, control: ApplicationControl, now_s: float) -> int:
     """Record claimed slots whose tick never ran: once a claimed slot began two periods ago (its tick could no
     longer begin in time: a late redelivery would be stale) and it still has no ledger row, the tick was lost with
-    a worker or the broker."""
+    a worker or the broker; a row still ``running`` (failed attempts whose retry never came) is closed as missed."""
     lost = []
+    stuck = 0
     with transaction.atomic():
         locked = ApplicationControl.objects.select_for_update().get(pk=control.pk)
         pending = [(int(k), float(p)) for k, p in locked.pending_slots or []]
         due = [(k, p) for k, p in pending if now_s >= (k + 2) * p]
         if not due:
             return 0
-        have = set(
-            Tick.objects.filter(application=app, slot__in=[k for k, _ in due]).values_list("slot", flat=True)
+        have = dict(
+            Tick.objects.filter(application=app, slot__in=[k for k, _ in due]).values_list("slot", "status")
         )
         for k, p in due:
+            reason = infer_reason(locked, k * p, (k + 2) * p, claimed=True)
             if k not in have:
-                reason = infer_reason(locked, k * p, (k + 2) * p, claimed=True)
                 lost.append((k, p, reason, f"missed: the tick never ran ({reason.replace('_', ' ')})"))
+            elif have[k] == Tick.Status.RUNNING and Tick.objects.filter(
+                application=app, slot=k, status=Tick.Status.RUNNING
+            ).update(
+                status=Tick.Status.MISSED,
+                reason=reason,
+                error=f"missed: the tick's retries did not finish in time ({reason.replace('_', ' ')})",
+                finished_at=timezone.now(),
+            ):
+                stuck += 1
+                count_missed(locked, {reason: 1})
         locked.pending_slots = [[k, p] for k, p in pending if (k, p) not in due]
-        locked.save(update_fields=["pending_slots", "updated_at"])
-    return record_missed(app, lost)
+        locked.save(update_fields=["pending_slots", "missed_slots", "updated_at"])
+    return stuck + record_missed(app, lost)

@@ -183,8 +183,8 @@ def _dispatch(now: float) -> dict[str, int]:
             continue
         # publish, then claim by creating the row (region_step is idempotent on it)
         if _publish(region_step, (region.pk, slot), "region_step"):
-            _, created = RegionTick.objects.get_or_create(region=region, slot=slot)
-            counts["regions"] += int(created)
+            RegionTick.objects.get_or_create(region=region, slot=slot)
+            counts["regions"] += 1
     return counts
 
 

@@ -128,6 +128,15 @@ def test_a_claimed_tick_that_never_ran_is_recorded_two_periods_later(eager):
     dispatch(now=T + 301)
     # ... and the slot between the two dispatches was never dispatched while this worker was up
     assert missed(slow) == {(T + 180) // 60: "stale", (T + 240) // 60: "broker_down"}
+    # a tick whose attempt failed and whose retry never came is closed as missed, not left running
+    retried = simulated_pipeline("retried", n_operators=1, period_s=60.0)
+    dispatch(now=T + 361)
+    Tick.objects.filter(application=retried).update(status="running")
+    dispatch(now=T + 481)
+    row = Tick.objects.get(application=retried, slot=(T + 360) // 60)
+    assert (row.status, row.reason) == ("missed", "stale") and "retries" in row.error
+    # (and T+420, never dispatched, as above)
+    assert ApplicationControl.objects.get(application=retried).missed_slots == {"stale": 1, "broker_down": 1}
 
 
 def test_publish_then_claim_a_broker_failure_leaves_the_slot_unclaimed(eager, monkeypatch):
