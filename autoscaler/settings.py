@@ -108,7 +108,8 @@ DATABASES = {
     "default": dj_database_url.config(
         default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}",
         conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", "0")),
-        # a reused connection (Celery workers keep theirs across tasks) is checked before use after an idle time,
+        # a reused connection (Celery workers keep theirs across tasks) is checked before its first use in each
+        # request or task (autoscaler.control.apps marks it for the check before every task),
         # so one the server terminated is replaced instead of failing the task
         conn_health_checks=True,
     )
