@@ -154,6 +154,10 @@ DATABASES = {
     "default": dj_database_url.config(
         default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}",
         conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", "0")),
+        # a reused connection (Celery workers keep theirs across tasks) is checked before its first use in each
+        # request or task (autoscaler.control.apps marks it for the check before every task),
+        # so one the server terminated is replaced instead of failing the task
+        conn_health_checks=True,
     )
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -237,11 +241,23 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "store_processed": False,
         "control_folder": str(BROKER_DIR / "control"),  # exchange bindings; kombu's default is ./control
     }
+if os.environ.get("CELERY_BROKER_VISIBILITY_TIMEOUT_S"):
+    # seconds before the Redis transport redelivers a message no worker acknowledged (default 300, see
+    # autoscaler.control.apps); a redelivered tick is older than its period and is recorded as stale
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        **globals().get("CELERY_BROKER_TRANSPORT_OPTIONS", {}),
+        "visibility_timeout": float(os.environ["CELERY_BROKER_VISIBILITY_TIMEOUT_S"]),
+    }
 CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND") or None
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TIMEZONE = TIME_ZONE
 # fraction of each control period over which the dispatcher spreads the applications' ticks (0 = all at once)
 AUTOSCALER_DISPATCH_SPREAD = float(os.environ.get("AUTOSCALER_DISPATCH_SPREAD", "0.5"))
+# seconds between two dispatches (the beat entry of autoscaler.control.apps)
+AUTOSCALER_DISPATCH_INTERVAL_S = float(os.environ.get("AUTOSCALER_DISPATCH_INTERVAL_S", "5"))
+# a tick that begins more than this many control periods after its slot began is stale: recorded, not applied
+# (0 turns the rule off, e.g. to replay ticks of old slots)
+AUTOSCALER_STALE_AFTER_PERIODS = float(os.environ.get("AUTOSCALER_STALE_AFTER_PERIODS", "1"))
 
 # The owner of applications applied from the command line when no --owner is given.
 AUTOSCALER_DEFAULT_OWNER = os.environ.get("AUTOSCALER_DEFAULT_OWNER", "admin")

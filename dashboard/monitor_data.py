@@ -12,14 +12,18 @@ from typing import Any
 
 import numpy as np
 from django.core.cache import cache
+from django.db.models import F
 from django.urls import reverse
 
+from autoscaler.control.models import Tick
 from autoscaler.models import Application
 from dashboard import monitor_rollup, series
 
 RANGES_S: dict[str, float | None] = {"hour": 3600.0, "day": 86400.0, "week": 7 * 86400.0, "all": None}
 MAX_POINTS = 2000
 MAX_EVENTS = 1000
+#: newest missed slots read per request (merged into gaps)
+MAX_GAP_ROWS = 5000
 #: periods rolled up by one page request at most (a long history is rolled up over a few requests; ~5 ms each)
 CATCH_UP_PER_REQUEST = 5_000
 #: seconds a computed answer stays cached (it is keyed by the rollup's state, so never stale)
@@ -140,13 +144,18 @@ def _compute(
         out.update(empty=True, events=[])
         return out
     out["empty"] = False
-    # lines: LTTB
+    # slots without a decision (worker, broker or database down, paused, stale): shaded with their reason
+    gaps = missed_gaps(app, start, end)
+    out["gaps"] = [[a * 1000.0, b * 1000.0, reason] for a, b, reason in gaps]
+    breaks = [round(a * 1000.0) for a, _, _ in gaps]
+    # lines: LTTB, broken at the gaps (no line drawn across a gap)
     for key, col in (("rate", "rate"), ("capacity", "capacity"), ("rt", "rt_ms")):
         y = frame.col(col)
         if key == "rt":
             y = np.where(np.isinf(y), np.nan, y)
         x_s, y_s = series.lttb(t, y, max_points)
-        out[key] = {"x": ms(x_s), "y": clean(y_s)}
+        x_b, y_b = series.break_at(ms(x_s), clean(y_s), breaks)
+        out[key] = {"x": x_b, "y": y_b}
     violated = frame.col("violated")
     out["violations"] = [[a * 1000.0, b * 1000.0] for a, b in series.runs(t, violated == 1.0, period_s)]
     out["violatedPeriods"] = int(np.nansum(violated))
@@ -199,6 +208,19 @@ def _compute(
     }
     out["events"] = scaling_events(frame)
     return out
+
+
+def missed_gaps(app: Application, start: float | None, end: float | None) -> list[tuple[float, float, str]]:
+    """The range's missed slots as ``(start, end, reason)`` intervals (s), neighbours with one reason merged."""
+    rows = Tick.objects.filter(application=app, status=Tick.Status.MISSED).annotate(
+        t=F("slot") * F("period_s")
+    )
+    if start is not None:
+        rows = rows.filter(t__gte=start)
+    if end is not None:
+        rows = rows.filter(t__lte=end)
+    got = list(rows.order_by("-t").values_list("t", "period_s", "reason")[:MAX_GAP_ROWS])[::-1]
+    return series.merge_gaps([(float(t), float(t) + float(p), reason or "missed") for t, p, reason in got])
 
 
 def scaling_events(frame: monitor_rollup.Frame) -> list[dict[str, Any]]:

@@ -155,3 +155,36 @@ def runs(x: np.ndarray, flags: np.ndarray, step: float, max_runs: int = 300) -> 
         new_ends = np.concatenate((ends[keep], [ends[-1]]))
         starts, ends = new_starts, new_ends
     return [(float(a), float(b)) for a, b in zip(starts, ends, strict=True)]
+
+
+def merge_gaps(
+    intervals: list[tuple[float, float, str]], max_gaps: int = 300
+) -> list[tuple[float, float, str]]:
+    """Merge time-ordered ``(start, end, reason)`` intervals that touch and share a reason (x units); at most
+    ``max_gaps`` are kept (the longest), so a long history of short gaps stays cheap to draw."""
+    out: list[list] = []
+    for a, b, reason in intervals:
+        if out and out[-1][2] == reason and a <= out[-1][1] + 1e-6:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b, reason])
+    if len(out) > max_gaps:
+        keep = sorted(sorted(range(len(out)), key=lambda i: out[i][0] - out[i][1])[:max_gaps])
+        out = [out[i] for i in keep]
+    return [(float(a), float(b), str(r)) for a, b, r in out]
+
+
+def break_at(x: list, y: list, starts: list[float]) -> tuple[list, list]:
+    """Insert a null point at each of ``starts`` (x units, sorted) into a time-ordered line, so that a chart does
+    not draw the line across a gap."""
+    if not starts:
+        return x, y
+    xs, ys, j = [], [], 0
+    for xi, yi in zip(x, y, strict=True):
+        while j < len(starts) and starts[j] <= xi:
+            xs.append(starts[j])
+            ys.append(None)
+            j += 1
+        xs.append(xi)
+        ys.append(yi)
+    return xs, ys

@@ -8,8 +8,9 @@ counters with ``_total``, gauges for the current values, and a latency histogram
 from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
 
-from autoscaler.control import aggregates
+from autoscaler.control import aggregates, slots
 from autoscaler.control.models import ApplicationControl
 from autoscaler.control.tick import LATENCY_BUCKETS_S
 
@@ -35,6 +36,7 @@ def render() -> str:
         entry = series.setdefault(name, (kind, help_text, []))
         entry[2].append(f"{PREFIX}_{name}{labels} {float(value):.10g}")
 
+    now = timezone.now()
     rows = ApplicationControl.objects.select_related("application__owner")
     for c in rows:
         app = c.application
@@ -64,6 +66,31 @@ def render() -> str:
             lab,
             c.decisions_total,
         )
+        missed = c.missed_slots or {}
+        for reason in sorted(set(slots.Reason.ALL) | set(missed)):
+            add(
+                "missed_slots_total",
+                "counter",
+                "Slots of a running application without a decision, by reason (stale, worker_down, broker_down, "
+                "database_down, paused).",
+                _labels(application=app.name, owner=app.owner.username, reason=reason),
+                missed.get(reason, 0),
+            )
+        add(
+            "early_ticks_total",
+            "counter",
+            "Ticks dropped because their slot had not begun.",
+            lab,
+            c.early_ticks_total,
+        )
+        if c.last_tick_at is not None:
+            add(
+                "last_tick_age_seconds",
+                "gauge",
+                "Seconds since the application's last tick finished (s).",
+                lab,
+                max((now - c.last_tick_at).total_seconds(), 0.0),
+            )
         add("denied_total", "counter", "Proposals denied by the AM or a safety rail.", lab, c.denied_total)
         add(
             "reconfigurations_applied_total",

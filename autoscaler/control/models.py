@@ -28,7 +28,35 @@ class ApplicationControl(models.Model):
     am_dispatched_slot = models.BigIntegerField(default=-1)
     bucket_tokens = models.FloatField(null=True, blank=True, help_text="reconfiguration token bucket level")
     last_dispatched_slot = models.BigIntegerField(default=-1)
+    last_dispatched_start_s = models.FloatField(
+        null=True, blank=True, help_text="start of the last claimed slot (s since the epoch)"
+    )
+    last_dispatched_period_s = models.FloatField(
+        null=True, blank=True, help_text="T_OM of the last claimed slot (s); its end = start + this"
+    )
+    running_since_s = models.FloatField(
+        null=True, blank=True, help_text="start of the first slot claimed since the application last ran (s)"
+    )
+    paused_since_s = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="first dispatch that saw the application not running (s since the epoch)",
+    )
     last_tick_slot = models.BigIntegerField(default=-1)
+    pending_slots = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="claimed [slot, period (s)] pairs whose ledger row is not checked yet",
+    )
+    learned_slot_start_s = models.FloatField(
+        default=-1.0,
+        help_text="start of the newest slot the OMs decided on (s since the epoch): learning order",
+    )
+    last_tick_at = models.DateTimeField(null=True, blank=True, help_text="when the last tick finished")
+    missed_slots = models.JSONField(
+        default=dict, blank=True, help_text="missed slots by reason (worker_down, database_down, stale, ...)"
+    )
+    early_ticks_total = models.BigIntegerField(default=0)
     operator_memory = models.JSONField(
         default=dict, blank=True, help_text="per operator: last scale-up time, ineffective block, capacity"
     )
@@ -71,7 +99,9 @@ class ApplicationControl(models.Model):
 
 
 class Tick(models.Model):
-    """The ledger of ticks: one row per (application, slot). A tick observes period ``slot - 1``."""
+    """The ledger of ticks: one row per (application, slot). A tick observes period ``slot - 1``.
+
+    A slot without a decision is a ``missed`` row whose ``reason`` says why (see ``autoscaler.control.slots``)."""
 
     class Status(models.TextChoices):
         RUNNING = "running"
@@ -79,6 +109,7 @@ class Tick(models.Model):
         DONE = "done"
         NO_DATA = "no_data"
         FAILED = "failed"
+        MISSED = "missed"
 
     application = models.ForeignKey(Application, on_delete=models.CASCADE, related_name="ticks")
     slot = models.BigIntegerField()
@@ -90,6 +121,12 @@ class Tick(models.Model):
     before = models.JSONField(null=True, blank=True, help_text="operator -> deployment before the plan")
     result = models.JSONField(null=True, blank=True, help_text="ApplyResult of the plan")
     error = models.TextField(blank=True, default="")
+    reason = models.CharField(
+        max_length=32,
+        blank=True,
+        default="",
+        help_text="why a missed slot has no decision (stale, worker_down, ...)",
+    )
     metrics = models.JSONField(null=True, blank=True, help_text="PeriodMetrics of the observed period")
     created_at = models.DateTimeField(auto_now_add=True)
     decided_at = models.DateTimeField(null=True, blank=True)

@@ -10,25 +10,28 @@ without restarting beat or workers; a static schedule is enough because the only
 Two beat processes are harmless: dispatch is claimed by a conditional UPDATE and ticks are idempotent by the ledger.
 
 Reliability: ``acks_late`` + ``reject_on_worker_lost`` (a tick whose worker dies is redelivered), connector errors
-retried with exponential backoff and recorded in the ledger; the dispatcher also re-enqueues ticks left
-``running``/``applying`` for more than one period (lost messages, killed workers).
+and database outages retried with exponential backoff (broken connections are closed, see also
+``autoscaler.control.apps``), publish-then-claim (a broker failure loses no tick, AM tuning or region step: the
+slot stays unclaimed and the next dispatch publishes again). Slots are claimed by their start time (s), so a
+changed period never stalls the loop; it takes effect at the first boundary of the new period after the last
+claimed slot ended. A tick that begins more than a period late (a redelivery) or before its slot is skipped and
+recorded; every slot without a decision gets a ``missed`` ledger row with a reason (``autoscaler.control.slots``).
 """
 
 from __future__ import annotations
 
-import datetime as dt
+import contextlib
 import logging
 import time
 
 from celery import shared_task
 from django.conf import settings
-from django.db import OperationalError
-from django.db import connection as db_connection
-from django.db.models import Q
-from django.utils import timezone
+from django.db import IntegrityError, InterfaceError, OperationalError, connections
+from django.db.models import F, Q
 
-from autoscaler.control.models import ApplicationControl, RegionControl, RegionTick, Tick
-from autoscaler.control.tick import record_failure, run_tick, slot_of
+from autoscaler.control import outages, slots
+from autoscaler.control.models import ApplicationControl, RegionControl, RegionTick
+from autoscaler.control.tick import record_failure, run_tick, skip_stale_tick, slot_of
 from autoscaler.models import Application, Region
 from connectors.base import ConnectorError
 from connectors.factory import ConnectorUnavailable
@@ -36,7 +39,9 @@ from connectors.factory import ConnectorUnavailable
 log = logging.getLogger(__name__)
 
 TICK_MAX_RETRIES = 5
-PUBLISH_RETRY = {"max_retries": 10, "interval_start": 0.2, "interval_step": 0.5, "interval_max": 2.0}
+#: publishing retries briefly (about 2 s in all): a broker that stays down costs the slot its tick only until the
+#: next dispatch publishes it again (publish-then-claim), and does not hold the dispatcher up
+PUBLISH_RETRY = {"max_retries": 3, "interval_start": 0.2, "interval_step": 0.3, "interval_max": 1.0}
 DISPATCH_INTERVAL_S = float(getattr(settings, "AUTOSCALER_DISPATCH_INTERVAL_S", 5.0))
 #: fraction of an application's control period over which the dispatcher spreads the applications' ticks
 #: (0 = every tick at the start of its slot): an application's tick is enqueued by the first dispatch at or after
@@ -61,48 +66,111 @@ def dispatch_delay_s(application_id: int, period_s: float, spread: float) -> flo
 
 
 TICK_BACKOFF_MAX_S = 30.0
+#: database errors that mean "the connection or the server is gone": close every connection and retry later
+DB_DOWN_ERRORS = (OperationalError, InterfaceError)
+
+
+def close_connections() -> None:
+    """Drop every database connection of this process (a broken one is never reused; the next query reconnects)."""
+    for conn in connections.all(initialized_only=True):
+        with contextlib.suppress(Exception):
+            conn.close()
+
+
+def _publish(task, args: tuple, what: str) -> bool:
+    """Publish ``task(*args)`` (a short retry if the broker hiccups); False when the broker is unreachable."""
+    try:
+        task.apply_async(args, retry=True, retry_policy=PUBLISH_RETRY)
+    except Exception as exc:  # kombu raises OperationalError / socket errors when the broker is unreachable
+        outages.broker_failed()
+        log.warning("could not publish %s %s: %s", what, args, exc)
+        return False
+    outages.broker_ok()
+    return True
 
 
 @shared_task(name="control.dispatch", ignore_result=True)
 def dispatch(now: float | None = None) -> dict[str, int]:
-    """Enqueue the ticks, AM tunings and region steps that are due (see module doc)."""
-    now = time.time() if now is None else now
-    counts = {"ticks": 0, "am": 0, "regions": 0, "redelivered": 0}
-    running = Application.objects.filter(state=Application.State.RUNNING).only(
-        "pk", "om_period_s", "am_period_s"
+    """Enqueue the ticks, AM tunings and region steps that are due (see module doc). A database outage is
+    survived: every connection is closed (the next dispatch reconnects) and the outage remembered, so the slots
+    it cost are recorded as ``database_down`` once the database is back."""
+    if now is None:
+        outages.dispatch_seen(time.time(), DISPATCH_INTERVAL_S)
+    try:
+        counts = _dispatch(time.time() if now is None else now)
+    except DB_DOWN_ERRORS as exc:
+        outages.database_failed()
+        close_connections()
+        log.warning(
+            "dispatch: database unavailable (%s: %s); retrying at the next dispatch", type(exc).__name__, exc
+        )
+        return {"error": 1}
+    outages.database_ok()
+    return counts
+
+
+def _claim_slot(app: Application, control: ApplicationControl, now: float, spread: float) -> int | None:
+    """Publish-then-claim the due slot of ``app``: the slot's tick is due at its start (+ the spread delay) and
+    once the previous claimed slot has ended (a period change takes effect at the next boundary of the new period
+    after the old slot ended). Publishing first means a broker failure loses nothing (the next dispatch tries again);
+    the conditional UPDATE on the slot's start time makes the claim unique (a second dispatcher's copy of the
+    message is a duplicate for the ledger)."""
+    period = float(app.om_period_s)
+    slot = slot_of(now, period)
+    start = slot * period
+    prev_end = (
+        control.last_dispatched_start_s + (control.last_dispatched_period_s or period)
+        if control.last_dispatched_start_s is not None
+        else None
     )
+    if now < start + dispatch_delay_s(app.pk, period, spread):
+        return None
+    if prev_end is not None and start < prev_end - slots.EPS_S:
+        return None
+    if not _publish(tick, (app.pk, slot, now, period), "tick"):
+        return None
+    unclaimed = Q(last_dispatched_start_s__isnull=True) | Q(last_dispatched_start_s__lt=start - slots.EPS_S)
+    claimed = ApplicationControl.objects.filter(unclaimed, pk=control.pk).update(
+        last_dispatched_slot=slot, last_dispatched_start_s=start, last_dispatched_period_s=period
+    )
+    if not claimed:
+        return None
+    slots.remember_claim(control, slot, period)
+    slots.account_gap(app, control, start, period)
+    if control.running_since_s is None or control.paused_since_s is not None:
+        ApplicationControl.objects.filter(pk=control.pk).update(running_since_s=start, paused_since_s=None)
+    return slot
+
+
+def _dispatch(now: float) -> dict[str, int]:
+    counts = {"ticks": 0, "am": 0, "regions": 0, "missed": 0}
+    running = Application.objects.filter(state=Application.State.RUNNING).only(
+        "pk", "om_period_s", "am_period_s", "dry_run"
+    )
+    # applications that stopped running: remember since when (their slots are "paused", not lost)
+    ApplicationControl.objects.filter(paused_since_s__isnull=True, running_since_s__isnull=False).exclude(
+        application__state=Application.State.RUNNING
+    ).update(paused_since_s=now)
     region_periods: dict[int, float] = {}
     spread = dispatch_spread()
     for app in running:
         control, _ = ApplicationControl.objects.get_or_create(application=app)
-        slot = slot_of(now, app.om_period_s)
-        due = slot * app.om_period_s + dispatch_delay_s(app.pk, app.om_period_s, spread)
-        claimed = now >= due and ApplicationControl.objects.filter(
-            pk=control.pk, last_dispatched_slot__lt=slot
-        ).update(last_dispatched_slot=slot)
-        if claimed:
-            tick.apply_async(
-                (app.pk, slot, now), retry=True, retry_policy={"max_retries": 10, "interval_step": 0.5}
-            )
+        if _claim_slot(app, control, now, spread) is not None:
             counts["ticks"] += 1
+            control.refresh_from_db()
+        counts["missed"] += slots.account_lost(app, control, now)
         am_slot = slot_of(now, app.am_period_s)
-        if control.am_config.get("bounds_ms") and ApplicationControl.objects.filter(
-            pk=control.pk, am_dispatched_slot__lt=am_slot
-        ).update(am_dispatched_slot=am_slot):
-            am_tune.apply_async((app.pk, am_slot), retry=True)
+        if (
+            control.am_config.get("bounds_ms")
+            and control.am_dispatched_slot < am_slot
+            and _publish(am_tune, (app.pk, am_slot), "am_tune")  # publish, then claim (am_tune is idempotent)
+            and ApplicationControl.objects.filter(pk=control.pk, am_dispatched_slot__lt=am_slot).update(
+                am_dispatched_slot=am_slot
+            )
+        ):
             counts["am"] += 1
         for region_id in app.regions.values_list("pk", flat=True):
             region_periods[region_id] = min(region_periods.get(region_id, app.om_period_s), app.om_period_s)
-    # re-enqueue ticks stuck for more than one period (worker killed, message lost)
-    for stale in Tick.objects.filter(
-        Q(status=Tick.Status.RUNNING) | Q(status=Tick.Status.APPLYING),
-        application__state=Application.State.RUNNING,
-        created_at__lt=timezone.now() - dt.timedelta(seconds=1),
-    ).select_related("application"):
-        age = (timezone.now() - stale.created_at).total_seconds()
-        if age > stale.period_s and age % stale.period_s < DISPATCH_INTERVAL_S:  # about once per period
-            tick.apply_async((stale.application_id, stale.slot, now), retry=True)
-            counts["redelivered"] += 1
     own = dict(
         RegionControl.objects.filter(region_id__in=region_periods, rm_period_s__isnull=False).values_list(
             "region_id", "rm_period_s"
@@ -111,9 +179,11 @@ def dispatch(now: float | None = None) -> dict[str, int]:
     for region in Region.objects.filter(pk__in=region_periods):
         # the region's own RM period, else the shortest OM period of its running applications
         slot = slot_of(now, own.get(region.pk) or region_periods[region.pk])
-        _, created = RegionTick.objects.get_or_create(region=region, slot=slot)
-        if created:
-            region_step.apply_async((region.pk, slot), retry=True)
+        if RegionTick.objects.filter(region=region, slot=slot).exists():
+            continue
+        # publish, then claim by creating the row (region_step is idempotent on it)
+        if _publish(region_step, (region.pk, slot), "region_step"):
+            RegionTick.objects.get_or_create(region=region, slot=slot)
             counts["regions"] += 1
     return counts
 
@@ -126,40 +196,103 @@ def dispatch(now: float | None = None) -> dict[str, int]:
     ignore_result=True,
     max_retries=TICK_MAX_RETRIES,
 )
-def tick(self, application_id: int, slot: int, enqueued_at: float | None = None) -> dict:
-    """Run tick ``slot`` of an application; connector failures retried with exponential backoff (1, 2, 4 .. s)."""
-    if not Application.objects.filter(pk=application_id, state=Application.State.RUNNING).exists():
-        return {"skipped": "application not running"}
+def tick(
+    self, application_id: int, slot: int, enqueued_at: float | None = None, period_s: float | None = None
+) -> dict:
+    """Run tick ``slot`` (of period ``period_s`` s, default the application's T_OM) of an application.
+
+    A tick that begins more than a period after its slot began is stale and one for a slot not begun yet is early
+    (``autoscaler.control.slots``): either is recorded and nothing is applied. Connector failures and database
+    outages are retried with exponential backoff (1, 2, 4 .. s; a retry that comes too late is stale in turn);
+    after a database error every connection is closed, so the retry reconnects."""
     try:
-        out = run_tick(application_id, slot, enqueued_at=enqueued_at)
-    except (
-        ConnectorUnavailable
-    ) as exc:  # no connector for this engine: retrying cannot help, say so in the log
+        return _tick(self, application_id, slot, enqueued_at, period_s)
+    except DB_DOWN_ERRORS as exc:
+        outages.database_failed()
+        close_connections()
+        if self.request.retries >= self.max_retries:
+            log.error("tick %s/%s: database unavailable, giving up: %s", application_id, slot, exc)
+            return {"status": "failed", "error": str(exc)}
+        raise self.retry(exc=exc, countdown=min(2.0**self.request.retries, TICK_BACKOFF_MAX_S)) from exc
+
+
+def _tick(task, application_id: int, slot: int, enqueued_at: float | None, period_s: float | None) -> dict:
+    app = Application.objects.filter(pk=application_id).only("state", "om_period_s").first()
+    if app is None or app.state != Application.State.RUNNING:
+        return {"skipped": "application not running"}
+    period = float(period_s or app.om_period_s)
+    verdict, age = slots.timing(slot, period, time.time())
+    if verdict == "early":
+        ApplicationControl.objects.filter(application_id=application_id).update(
+            early_ticks_total=F("early_ticks_total") + 1
+        )
+        log.warning("tick %s/%s is early: its slot begins in %.1f s; dropped", application_id, slot, -age)
+        return {"skipped": "early", "age_s": age}
+    if verdict == "stale":
+        status = skip_stale_tick(application_id, slot, period, age)
+        log.warning(
+            "tick %s/%s is stale (%.1f s old, period %g s): %s", application_id, slot, age, period, status
+        )
+        return {"skipped": "stale", "age_s": age, "status": status}
+    try:
+        limit = slots.stale_after_periods()
+        deadline = slot * period + limit * period if limit > 0 else None
+        out = run_tick(application_id, slot, enqueued_at=enqueued_at, period_s=period, deadline_s=deadline)
+    except IntegrityError:  # the dispatcher recorded the slot as missed while this tick ran: it stays missed
+        close_connections()
+        return {"status": "missed", "duplicate": True}
+    except ConnectorUnavailable as exc:  # no connector for this engine: retrying cannot help
         record_failure(application_id, slot, str(exc), final=True)
         return {"status": "no_data", "error": str(exc)}
-    except (ConnectorError, OperationalError) as exc:
-        if isinstance(exc, OperationalError):
-            db_connection.close()  # a reused connection may be broken (database restart): reconnect on retry
-        final = self.request.retries >= self.max_retries
+    except ConnectorError as exc:
+        final = task.request.retries >= task.max_retries
         try:
             record_failure(application_id, slot, f"{type(exc).__name__}: {exc}", final)
-        except OperationalError:
+        except DB_DOWN_ERRORS:
             log.exception("could not record the failure of tick %s/%s", application_id, slot)
+            close_connections()
         if final:
             return {"status": "no_data", "error": str(exc)}
-        raise self.retry(exc=exc, countdown=min(2.0**self.request.retries, TICK_BACKOFF_MAX_S)) from exc
+        raise task.retry(exc=exc, countdown=min(2.0**task.request.retries, TICK_BACKOFF_MAX_S)) from exc
+    outages.database_ok()
     return {"status": out.status, "duplicate": out.duplicate, "applied": out.applied}
 
 
-@shared_task(name="control.am_tune", acks_late=True, reject_on_worker_lost=True, ignore_result=True)
-def am_tune(application_id: int, am_slot: int) -> dict:
+@shared_task(
+    name="control.am_tune",
+    bind=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    ignore_result=True,
+    max_retries=5,
+)
+def am_tune(self, application_id: int, am_slot: int) -> dict:
+    """AM tuning of ``am_slot`` (idempotent); a database outage is retried with backoff after reconnecting."""
     from autoscaler.control.am import tune
 
-    return tune(application_id, am_slot)
+    try:
+        return tune(application_id, am_slot)
+    except DB_DOWN_ERRORS as exc:
+        outages.database_failed()
+        close_connections()
+        raise self.retry(exc=exc, countdown=min(2.0**self.request.retries, TICK_BACKOFF_MAX_S)) from exc
 
 
-@shared_task(name="control.region_step", acks_late=True, reject_on_worker_lost=True, ignore_result=True)
-def region_step(region_id: int, slot: int) -> dict:
+@shared_task(
+    name="control.region_step",
+    bind=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    ignore_result=True,
+    max_retries=5,
+)
+def region_step(self, region_id: int, slot: int) -> dict:
+    """RM step + IM arbitration of a region for ``slot`` (idempotent); database outages as in ``am_tune``."""
     from autoscaler.control.regions import region_step as step
 
-    return step(region_id, slot)
+    try:
+        return step(region_id, slot)
+    except DB_DOWN_ERRORS as exc:
+        outages.database_failed()
+        close_connections()
+        raise self.retry(exc=exc, countdown=min(2.0**self.request.retries, TICK_BACKOFF_MAX_S)) from exc

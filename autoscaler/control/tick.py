@@ -11,7 +11,10 @@ observes period ``s - 1``. Guarantees:
   commit in one transaction;
 - the engine apply happens after that commit, outside any transaction; a tick found ``applying`` (worker died
   during the apply) is reconciled against the engine's ``current()`` instead of being applied again;
-- incomplete metrics: "no data" decisions, no action, no learning.
+- incomplete metrics: "no data" decisions, no action, no learning;
+- learning in order: a tick whose slot starts no later than the newest slot already decided is recorded as
+  ``missed`` (reason ``stale``) and learns nothing; a stale or early tick is stopped before this module by the
+  task (``autoscaler.control.slots``), ``skip_stale_tick`` records it.
 """
 
 from __future__ import annotations
@@ -132,17 +135,26 @@ def run_tick(
     slot: int,
     connector: Connector | None = None,
     enqueued_at: float | None = None,
+    period_s: float | None = None,
+    deadline_s: float | None = None,
 ) -> TickOutcome:
-    """Run tick ``slot`` of the application (see module doc). Connector errors propagate (the task retries)."""
+    """Run tick ``slot`` of the application (see module doc); ``period_s`` is T_OM (s) the slot was dispatched
+    with (default: the application's current one). A tick that gets the application's lock only after
+    ``deadline_s`` (s since the epoch: its slot start + the staleness limit) is stale: recorded, nothing applied.
+    Connector errors propagate (the task retries)."""
     started = time.time() if enqueued_at is None else enqueued_at
     with application_lock(application_id):
         app = Application.objects.get(pk=application_id)
+        if deadline_s is not None and time.time() > deadline_s:
+            period = float(period_s or app.om_period_s)
+            status = _skip_stale(app, slot, period, time.time() - slot * period)
+            return TickOutcome(app.pk, slot, status)
         topo, connector = definitions(app, connector)
         reconciled = False
         for stale in Tick.objects.filter(application=app, status=Tick.Status.APPLYING).order_by("slot"):
             _finish_apply(app, stale.pk, connector, started, reconcile=True, same_slot=stale.slot == slot)
             reconciled = reconciled or stale.slot == slot
-        outcome = _decide(app, topo, slot, connector, started)
+        outcome = _decide(app, topo, slot, connector, started, period_s)
         outcome.reconciled = reconciled
         if outcome.status == Tick.Status.APPLYING:
             tick_id = outcome_tick_id(app, slot)
@@ -156,8 +168,15 @@ def outcome_tick_id(app: Application, slot: int) -> int:
 
 
 # ---- phase 1: observe, learn, decide (one transaction) -------------------------------------------------------
-def _decide(app: Application, topo: Topology, slot: int, connector: Connector, started: float) -> TickOutcome:
-    period_s = float(app.om_period_s)
+def _decide(
+    app: Application,
+    topo: Topology,
+    slot: int,
+    connector: Connector,
+    started: float,
+    period_s: float | None = None,
+) -> TickOutcome:
+    period_s = float(period_s or app.om_period_s)
     with transaction.atomic():
         # the application lock is held: no other process creates this row concurrently (no savepoint needed)
         tick = Tick.objects.select_for_update().filter(application=app, slot=slot).first()
@@ -172,6 +191,10 @@ def _decide(app: Application, topo: Topology, slot: int, connector: Connector, s
             return TickOutcome(app.pk, slot, status, duplicate=True)
         control = ApplicationControl.objects.select_for_update().get_or_create(application=app)[0]
         tick.attempts += 1
+        if slot * period_s <= control.learned_slot_start_s + 1e-6:  # learning consumes periods in order only
+            _record_out_of_order(tick, control, slot * period_s)
+            return TickOutcome(app.pk, slot, tick.status)
+        control.learned_slot_start_s = slot * period_s
         rails = parse_rails(effective_rails_data(app, control), [op.name for op in topo.all_operators])
         if not control.am_config.get("bounds_ms"):
             control.am_config = naive_configuration(topo)
@@ -196,6 +219,57 @@ def _decide(app: Application, topo: Topology, slot: int, connector: Connector, s
         tick.status = status
         tick.save()
         return TickOutcome(app.pk, slot, status, decisions=n)
+
+
+def _record_out_of_order(tick: Tick, control: ApplicationControl, start_s: float) -> None:
+    from autoscaler.control.slots import Reason, count_missed
+
+    tick.status = Tick.Status.MISSED
+    tick.reason = Reason.STALE
+    tick.error = (
+        f"skipped: stale (out of order: slot starting at {start_s:.3f} s, a slot starting at "
+        f"{control.learned_slot_start_s:.3f} s was already decided); nothing applied, nothing learned"
+    )
+    tick.finished_at = timezone.now()
+    tick.save()
+    count_missed(control, {Reason.STALE: 1})
+    control.save()
+
+
+def skip_stale_tick(application_id: int, slot: int, period_s: float, age_s: float) -> str:
+    """Record a stale tick of ``slot`` (it began ``age_s`` s after its slot did) and apply nothing: a slot without
+    a row becomes ``missed`` (reason ``stale``); a tick left ``applying`` by a dead worker is only reconciled with
+    the engine (kept if the engine runs its plan, else abandoned), never applied. Returns the ledger status."""
+    with application_lock(application_id):
+        return _skip_stale(Application.objects.get(pk=application_id), slot, period_s, age_s)
+
+
+def _skip_stale(app: Application, slot: int, period_s: float, age_s: float) -> str:
+    """``skip_stale_tick`` with the application's lock held."""
+    from autoscaler.control.slots import Reason, count_missed
+
+    detail = (
+        f"skipped: stale (the tick began {age_s:.1f} s after its slot began; period {period_s:g} s); "
+        "nothing applied, nothing learned"
+    )
+    with transaction.atomic():
+        tick = Tick.objects.select_for_update().filter(application=app, slot=slot).first()
+        control = ApplicationControl.objects.select_for_update().get_or_create(application=app)[0]
+        if tick is not None and tick.status not in (Tick.Status.RUNNING, Tick.Status.APPLYING):
+            control.duplicate_ticks_total += 1
+            control.save(update_fields=["duplicate_ticks_total", "updated_at"])
+            return tick.status
+        if tick is None or tick.status == Tick.Status.RUNNING:
+            tick = tick or Tick(application=app, slot=slot, period_s=period_s, dry_run=app.dry_run)
+            tick.status, tick.reason, tick.error = Tick.Status.MISSED, Reason.STALE, detail
+            tick.finished_at = timezone.now()
+            tick.save()
+            count_missed(control, {Reason.STALE: 1})
+            control.save()
+            return tick.status
+    _, connector = definitions(app)
+    _finish_apply(app, tick.pk, connector, time.time(), reconcile=True, same_slot=False)
+    return Tick.objects.only("status").get(pk=tick.pk).status
 
 
 def _missing_reason(metrics: PeriodMetrics, topo: Topology) -> str:
@@ -260,6 +334,7 @@ def _record_no_data(app, tick, control, topo, metrics, reason, rails: Rails) -> 
 
 def _count_tick(control: ApplicationControl, started: float) -> None:
     latency = max(time.time() - started, 0.0)
+    control.last_tick_at = timezone.now()
     control.ticks_total += 1
     control.latency_sum_s += latency
     buckets = dict(control.latency_buckets or {})

@@ -21,6 +21,9 @@ from django.db import connection
 
 ROOT = Path(__file__).resolve().parents[2]
 REDIS_URL = os.environ.get("CONTROL_TEST_REDIS", "redis://127.0.0.1:6379/7")
+#: the worker tests here send ticks of made-up slots (10, 11, ...) by hand, i.e. replays of slots long past: the
+#: staleness rule is off for them (tests/reliability runs workers with the rule on, on the real clock)
+REPLAY_ENV = {"AUTOSCALER_STALE_AFTER_PERIODS": "0"}
 
 
 def _redis_up(host: str, port: int) -> bool:
@@ -51,7 +54,9 @@ def database_url() -> str:
 class Worker:
     """One ``celery worker`` process (solo pool: the task runs in the process we signal)."""
 
-    def __init__(self, name: str, broker: str, log_dir: Path) -> None:
+    def __init__(
+        self, name: str, broker: str, log_dir: Path, extra_env: dict[str, str] | None = None
+    ) -> None:
         self.name = name
         self.log = log_dir / f"{name}.log"
         env = dict(os.environ)
@@ -61,6 +66,7 @@ class Worker:
             DJANGO_SETTINGS_MODULE="autoscaler.settings",
             PYTHONUNBUFFERED="1",
         )
+        env.update(extra_env if extra_env is not None else REPLAY_ENV)
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -124,8 +130,10 @@ def broker() -> str:
 def start_worker(tmp_path) -> Iterator[Callable[..., Worker]]:
     workers: list[Worker] = []
 
-    def start(name: str = "w1", broker_url: str = REDIS_URL) -> Worker:
-        w = Worker(name, broker_url, tmp_path)
+    def start(
+        name: str = "w1", broker_url: str = REDIS_URL, extra_env: dict[str, str] | None = None
+    ) -> Worker:
+        w = Worker(name, broker_url, tmp_path, extra_env)
         workers.append(w)
         return w
 

@@ -18,6 +18,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def eager(settings):
     settings.AUTOSCALER_DISPATCH_SPREAD = 0.0
+    settings.AUTOSCALER_STALE_AFTER_PERIODS = 0.0  # these tests dispatch at made-up times, long past
     celery_app.conf.task_always_eager = True
     forget_definitions()
     yield
@@ -33,10 +34,12 @@ def test_dispatch_enqueues_each_due_slot_once_and_follows_period_changes(eager):
     assert list(Tick.objects.filter(application=app).values_list("slot", flat=True)) == [t // 60]
     assert not Tick.objects.filter(application=paused).exists()
     Application.objects.filter(pk=app.pk).update(om_period_s=30.0)  # no restart of anything
-    dispatch(now=t + 31)
+    # the change takes effect at the next boundary of the new period after the claimed slot ended
+    assert dispatch(now=t + 31)["ticks"] == 0
+    assert dispatch(now=t + 61)["ticks"] == 1
     assert set(Tick.objects.filter(application=app).values_list("slot", flat=True)) == {
         t // 60,
-        (t + 31) // 30,
+        (t + 61) // 30,
     }
     assert RegionTick.objects.filter(policy="simple").exists()
     control = ApplicationControl.objects.get(application=app)

@@ -148,6 +148,8 @@ class Command(BaseCommand):
             CELERY_BROKER_URL=broker,
             LOG_LEVEL="WARNING",
             DATABASE_CONN_MAX_AGE=os.environ.get("DATABASE_CONN_MAX_AGE", "300"),
+            # the bench replays made-up slots (100, 101, ..): the staleness rule would skip them all
+            AUTOSCALER_STALE_AFTER_PERIODS="0",
         )
         if s.get("PASSWORD"):
             env["DATABASE_URL"] = env["DATABASE_URL"].replace(

@@ -47,6 +47,13 @@
       lay.shapes.push({type: "rect", xref: "x2", yref: "y2 domain", x0: iv[0], x1: iv[1], y0: 0, y1: 1,
                        fillcolor: "rgba(180,35,24,0.15)", line: {width: 0}, layer: "below"});
     });
+    // slots without a decision: a grey band over every chart, labelled with the reason
+    (d.gaps || []).forEach(function (g) {
+      lay.shapes.push({type: "rect", xref: "x", yref: "paper", x0: g[0], x1: g[1], y0: 0, y1: 1,
+                       fillcolor: "rgba(110,110,110,0.15)", line: {width: 0}, layer: "below",
+                       label: {text: "missed: " + g[2].replace(/_/g, " "), textangle: -90,
+                               font: {size: 10, color: "#555"}}});
+    });
     return lay;
   }
   function hline(i, y, color) {
