@@ -219,6 +219,13 @@ def simulated_application(application) -> tuple[SimulatedApplication, dict[str, 
     return app, initial
 
 
+#: engine -> (module, function) building its connector from a stored Application
+ENGINE_BUILDERS = {
+    "spark": ("connectors.spark.connector", "build_spark_connector"),
+    "flink": ("connectors.flink.connector", "build_flink_connector"),
+}
+
+
 def build_connector(application) -> Connector:
     """The connector of ``application`` (an ``autoscaler.models.Application``)."""
     if application.engine == "simulated":
@@ -229,17 +236,14 @@ def build_connector(application) -> Connector:
         connector._realizer = realizer
         connector._monitor = FaultInjectingMonitor(app, realizer, store)
         return connector
-    if application.engine in ("spark", "flink"):
+    if application.engine in ENGINE_BUILDERS:
+        build = _engine_builder(*ENGINE_BUILDERS[application.engine], application)
         allowed = engine_allow_list(application)
         refused = refused_urls(application.engine, dict(application.connector or {}), allowed)
         if refused:
             reasons = "; ".join(f"connector.{'.'.join(loc)}: {why}" for loc, why in refused)
             return RefusedConnector(application.engine, f"engine not contacted: {reasons}")
-    if application.engine == "spark":
-        build = _engine_builder("connectors.spark.connector", "build_spark_connector", application)
-        return build(application, allowed)
-    if application.engine == "flink":
-        return _engine_builder("connectors.flink.connector", "build_flink_connector", application)(application)
+        return build(application, allowed) if application.engine == "spark" else build(application)
     raise ConnectorUnavailable(f"application {application.name!r}: unknown engine {application.engine!r}")
 
 
