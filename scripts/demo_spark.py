@@ -61,6 +61,7 @@ spec:
   provider:
     kind: spark-standalone
     settings: {{masterUrl: "{master}", masterWebUi: "{web}", managed: false}}
+  endpoints: ["{master}", "http://127.0.0.1:4040-4099"]
 ---
 apiVersion: autoscaler/v1
 kind: Application
