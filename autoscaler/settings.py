@@ -179,6 +179,19 @@ AUTOSCALER_ENGINE_ENDPOINTS = [
     e.strip() for e in os.environ.get("AUTOSCALER_ENGINE_ENDPOINTS", "").split(",") if e.strip()
 ]
 
+
+def _check_endpoints(endpoints: list[str]) -> None:
+    from connectors.endpoints import EndpointError, parse_endpoint
+
+    for endpoint in endpoints:
+        try:
+            parse_endpoint(endpoint)
+        except EndpointError as exc:
+            raise ImproperlyConfigured(f"AUTOSCALER_ENGINE_ENDPOINTS: {endpoint!r}: {exc}") from None
+
+
+_check_endpoints(AUTOSCALER_ENGINE_ENDPOINTS)
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

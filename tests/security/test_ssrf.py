@@ -403,3 +403,85 @@ def test_json_of_another_shape_is_a_warning_not_a_500(alice, pool):
         assert "SECRET" not in response.content.decode()
     finally:
         engine.close()
+
+
+# ---- the matching rules, and a malformed allow-list setting ---------------------------------------------------
+DECLARED = [
+    "http://127.0.0.1:8081",
+    "http://127.0.0.1:4040-4042",
+    "spark://127.0.0.1",
+    "https://gw.local/flink/",
+]
+
+
+@pytest.mark.parametrize(
+    ("url", "covered"),
+    [
+        ("http://127.0.0.1:8081", True),
+        ("http://127.0.0.1:8081/", True),
+        ("HTTP://127.0.0.1:8081/jobs", True),
+        ("http://127.0.0.1:4042", True),
+        ("http://127.0.0.1:4043", False),  # outside the port range
+        ("http://127.0.0.1:8082", False),
+        ("http://127.1:8081", False),  # the same address written otherwise is not the declared host
+        ("http://localhost:8081", False),
+        ("https://127.0.0.1:8081", False),  # another scheme
+        ("http://127.0.0.1:8081?", False),
+        ("http://127.0.0.1:8081/#x", False),
+        ("http://127.0.0.1:8081@10.0.0.1", False),
+        ("http://x@127.0.0.1:8081", False),
+        ("http://127.0.0.1:8081/%2e%2e/", False),
+        ("http://127.0.0.1:8081\\@10.0.0.1", False),
+        ("http://127.0.0.1:8081 ", False),
+        ("spark://127.0.0.1:7077", True),  # the scheme's default port
+        ("spark://127.0.0.1:7078", False),
+        ("spark://127.0.0.1:7077,10.0.0.1:7077", False),  # every standby master must be declared
+        ("https://gw.local/flink/jobs", True),
+        ("https://gw.local/flink", True),
+        ("https://gw.local/flinkx", False),
+        ("https://gw.local/flink/../admin", False),
+        ("https://gw.local/", False),
+        ("ftp://127.0.0.1:8081", False),
+        ("", False),
+    ],
+)
+def test_an_endpoint_covers_only_its_scheme_host_ports_and_path(url, covered):
+    from connectors.endpoints import AllowList
+
+    assert AllowList(DECLARED).allows(url) is covered
+
+
+def test_local_spark_masters_need_no_endpoint():
+    from connectors.endpoints import connector_urls
+
+    for master in ("local", "local[2]", "local[*]", "local[4,2]"):
+        assert connector_urls("spark", {"master": master}) == []
+    assert connector_urls("spark", {"master": "local[2] spark://10.0.0.1"}) == [
+        (("master",), "local[2] spark://10.0.0.1")
+    ]
+
+
+def test_a_malformed_allow_list_setting_stops_the_server_with_the_reason(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {
+        **os.environ,
+        "AUTOSCALER_ENGINE_ENDPOINTS": "http://127.0.0.1:8081,ftp://127.0.0.1",
+        "PYTHONPATH": str(root),
+    }
+    done = subprocess.run(
+        [sys.executable, str(root / "manage.py"), "check"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode != 0
+    assert (
+        "AUTOSCALER_ENGINE_ENDPOINTS: 'ftp://127.0.0.1': must start with one of http://, https://, spark://"
+        in done.stderr
+    )
