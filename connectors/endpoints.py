@@ -9,9 +9,9 @@ number, an inclusive range ``LOW-HIGH`` (e.g. ``http://127.0.0.1:4040-4099`` for
 the next free port) or, when left out, the scheme's default (80, 443, 7077). It covers a URL of the same scheme
 and host (compared as text, case-insensitive: ``127.1`` is not ``127.0.0.1``), a port in its range and a path
 equal to its path or below it (``/flink`` covers ``/flink/jobs``, not ``/flinkx``). A URL with user info, a
-query (``?``), a fragment (``#``), ``%`` escapes, backslashes, ``.``/``..`` segments, spaces or control characters
-is never covered. Spark masters ``local``, ``local[n]``, ``local[*]`` and ``local[n,f]`` name no address and are
-always allowed. Pure standard library: no Django.
+query (``?``), a fragment (``#``), ``%`` escapes, backslashes, ``.``/``..`` segments, spaces, control or
+non-ASCII characters is never covered. Spark masters ``local``, ``local[n]``, ``local[*]`` and ``local[n,f]``
+name no address and are always allowed. Pure standard library: no Django.
 """
 
 from __future__ import annotations
@@ -69,6 +69,8 @@ def _split(text: str) -> tuple[str, list[str], str]:
     """(scheme, host[:port] parts, path) of ``scheme://netloc[/path]``; EndpointError on any other shape."""
     if not isinstance(text, str) or not text:
         raise EndpointError("must be a non-empty URL")
+    if not text.isascii():
+        raise EndpointError("must hold ASCII characters only")
     bad = _FORBIDDEN.search(text)
     if bad:
         char = bad.group()

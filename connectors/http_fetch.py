@@ -62,6 +62,8 @@ def fetch(request: urllib.request.Request | str, timeout_s: float) -> bytes:
         raise FetchError("answered something that is not HTTP") from None
     except OSError as exc:  # a timeout or reset while reading the reply
         raise FetchError(_unreachable(exc)) from None
+    except ValueError:  # a URL urllib cannot send (e.g. characters it cannot encode)
+        raise FetchError("not reachable: not a valid URL") from None
     if len(body) > MAX_BODY_BYTES:
         raise FetchError(f"answered more than {MAX_BODY_BYTES} bytes")
     return body

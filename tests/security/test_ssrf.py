@@ -441,6 +441,8 @@ DECLARED = [
         ("https://gw.local/flinkx", False),
         ("https://gw.local/flink/../admin", False),
         ("https://gw.local/", False),
+        ("http://127.0.0.1:8081/caf\u00e9", False),  # non-ASCII
+        ("http://\uff11\uff12\uff17.0.0.1:8081", False),  # full-width digits
         ("ftp://127.0.0.1:8081", False),
         ("", False),
     ],
