@@ -110,6 +110,9 @@ class DatabaseReferences:
         ).select_related("operator", "region")
         return {d.operator.name: (d.name, d.total_replicas, d.region.name) for d in deps}
 
+    def engine_endpoints(self, regions: list[str]) -> list[str]:
+        return engine_endpoints(regions)
+
     def node_types_in_use(self, *, catalog: str | None = None, region: str | None = None) -> dict[str, str]:
         deps = m.Deployment.objects.all()  # every owner's: a shared catalog must stay consistent for all
         if catalog is not None:
@@ -122,6 +125,18 @@ class DatabaseReferences:
                 if count > 0:
                     used.setdefault(node_type, dep.name)
         return used
+
+
+def engine_endpoints(regions: Iterable[str]) -> list[str]:
+    """The engine endpoints staff declared on ``regions`` (by name) and in ``AUTOSCALER_ENGINE_ENDPOINTS``."""
+    from django.conf import settings
+
+    declared = [
+        endpoint
+        for endpoints in m.Region.objects.filter(name__in=list(regions)).values_list("endpoints", flat=True)
+        for endpoint in endpoints or []
+    ]
+    return declared + list(getattr(settings, "AUTOSCALER_ENGINE_ENDPOINTS", []))
 
 
 # ---- rows -> specs (export) ---------------------------------------------------------------------------------
@@ -148,6 +163,7 @@ def region_spec(region: m.Region) -> RegionSpec:
         max_new_nodes_per_period=region.max_new_nodes_per_period,
         provisioning_delay_s=region.provisioning_delay_s,
         provider=region.provider or {},
+        endpoints=region.endpoints or [],
     )
 
 
@@ -278,6 +294,7 @@ def _write_region(name: str, spec: RegionSpec, obj: m.Region | None, owner) -> m
     obj.max_new_nodes_per_period = spec.max_new_nodes_per_period
     obj.provisioning_delay_s = spec.provisioning_delay_s
     obj.provider = spec.provider.model_dump(mode="json")
+    obj.endpoints = list(spec.endpoints)
     obj.save()
     return obj
 

@@ -62,6 +62,11 @@ class Region(Timestamped):
     provider = models.JSONField(
         default=dict, blank=True, help_text="node provider: {kind, settings}; empty = bookkeeping only"
     )
+    endpoints = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="engine addresses (URLs) that applications in this region may reference; staff declare them",
+    )
 
     class Meta:
         ordering = ["name"]

@@ -262,6 +262,26 @@ AUTOSCALER_STALE_AFTER_PERIODS = float(os.environ.get("AUTOSCALER_STALE_AFTER_PE
 # The owner of applications applied from the command line when no --owner is given.
 AUTOSCALER_DEFAULT_OWNER = os.environ.get("AUTOSCALER_DEFAULT_OWNER", "admin")
 
+# Engine addresses every application may reference and the control plane may contact, besides those staff declare
+# on regions (``spec.endpoints``): comma-separated, e.g. "http://127.0.0.1:8081,spark://127.0.0.1:7077". See
+# ``connectors.endpoints`` for the form (ports or port ranges, path prefixes). Default: none.
+AUTOSCALER_ENGINE_ENDPOINTS = [
+    e.strip() for e in os.environ.get("AUTOSCALER_ENGINE_ENDPOINTS", "").split(",") if e.strip()
+]
+
+
+def _check_endpoints(endpoints: list[str]) -> None:
+    from connectors.endpoints import EndpointError, parse_endpoint
+
+    for endpoint in endpoints:
+        try:
+            parse_endpoint(endpoint)
+        except EndpointError as exc:
+            raise ImproperlyConfigured(f"AUTOSCALER_ENGINE_ENDPOINTS: {endpoint!r}: {exc}") from None
+
+
+_check_endpoints(AUTOSCALER_ENGINE_ENDPOINTS)
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -3,7 +3,10 @@
 ``simulated``: a trace-driven engine (``connectors.simulated``) whose running deployment is kept durably in the
 ``SimulatedEngine`` row of the application (so worker restarts and other workers see the same engine), with the
 fault injection stored in that row. ``spark`` and ``flink`` are built by ``connectors.spark.connector`` and
-``connectors.flink.connector``.
+``connectors.flink.connector``. The engine addresses of a Spark or Flink connector must be covered by the
+endpoints staff declared on the application's regions or in ``AUTOSCALER_ENGINE_ENDPOINTS``
+(``connectors.endpoints``); when one is not, the application gets a ``RefusedConnector`` that contacts nothing
+and reports every period as incomplete with the reason.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from connectors.base import (
     PeriodMetrics,
     ScalingPlan,
 )
+from connectors.endpoints import AllowList, refused_urls
+from connectors.refused import RefusedConnector
 from connectors.simulated import (
     SimOperator,
     SimulatedApplication,
@@ -214,6 +219,13 @@ def simulated_application(application) -> tuple[SimulatedApplication, dict[str, 
     return app, initial
 
 
+#: engine -> (module, function) building its connector from a stored Application
+ENGINE_BUILDERS = {
+    "spark": ("connectors.spark.connector", "build_spark_connector"),
+    "flink": ("connectors.flink.connector", "build_flink_connector"),
+}
+
+
 def build_connector(application) -> Connector:
     """The connector of ``application`` (an ``autoscaler.models.Application``)."""
     if application.engine == "simulated":
@@ -224,11 +236,22 @@ def build_connector(application) -> Connector:
         connector._realizer = realizer
         connector._monitor = FaultInjectingMonitor(app, realizer, store)
         return connector
-    if application.engine == "spark":
-        return _engine_builder("connectors.spark.connector", "build_spark_connector", application)(application)
-    if application.engine == "flink":
-        return _engine_builder("connectors.flink.connector", "build_flink_connector", application)(application)
+    if application.engine in ENGINE_BUILDERS:
+        build = _engine_builder(*ENGINE_BUILDERS[application.engine], application)
+        allowed = engine_allow_list(application)
+        refused = refused_urls(application.engine, dict(application.connector or {}), allowed)
+        if refused:
+            reasons = "; ".join(f"connector.{'.'.join(loc)}: {why}" for loc, why in refused)
+            return RefusedConnector(application.engine, f"engine not contacted: {reasons}")
+        return build(application, allowed) if application.engine == "spark" else build(application)
     raise ConnectorUnavailable(f"application {application.name!r}: unknown engine {application.engine!r}")
+
+
+def engine_allow_list(application) -> AllowList:
+    """The endpoints ``application``'s connector may contact: those declared on its regions and in the setting."""
+    from autoscaler.manifests import engine_endpoints
+
+    return AllowList(engine_endpoints(application.regions.values_list("name", flat=True)))
 
 
 def _engine_builder(module: str, function: str, application):

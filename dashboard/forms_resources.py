@@ -126,6 +126,22 @@ class CatalogEditor(Editor):
         return router
 
 
+class LinesField(forms.CharField):
+    """A textarea of one value per line; blank lines are dropped. The values are checked by the validation
+    layer (an error quotes the value it is about)."""
+
+    def __init__(self, *, label: str, help_text: str = "", rows: int = 3) -> None:
+        super().__init__(
+            label=label, required=False, help_text=help_text, widget=forms.Textarea(attrs={"rows": rows})
+        )
+
+    def to_python(self, value: Any) -> list[str]:
+        return [line.strip() for line in (super().to_python(value) or "").splitlines() if line.strip()]
+
+    def prepare_value(self, value: Any) -> Any:
+        return "\n".join(value) if isinstance(value, list) else value
+
+
 # ---- regions ------------------------------------------------------------------------------------------------------
 class RegionForm(NameForm):
     catalog = select("Node-type catalog", [])
@@ -138,6 +154,11 @@ class RegionForm(NameForm):
     )
     provider_kind = select("Node provider", [(k, k) for k in PROVIDER_KINDS])
     provider_settings = YamlMappingField(label="Provider settings (YAML)", help_text="free-form per provider")
+    endpoints = LinesField(
+        label="Engine endpoints",
+        help_text="one URL per line that applications in this region may use: a Flink REST URL "
+        "(http://host:8081), a Spark master (spark://host:7077), Spark driver UIs (http://host:4040-4099)",
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -154,6 +175,7 @@ class RegionEditor(Editor):
         "spec.provisioningDelayS": "provisioning_delay_s",
         "spec.provider.kind": "provider_kind",
         "spec.provider": "provider_settings",
+        "spec.endpoints": "endpoints",
     }
 
     def setup(self, data: Any, manifest: dict[str, Any] | None) -> None:
@@ -169,6 +191,7 @@ class RegionEditor(Editor):
                 "provisioning_delay_s": _fmt(spec.get("provisioningDelayS")),
                 "provider_kind": provider.get("kind", "bookkeeping"),
                 "provider_settings": provider.get("settings") or {},
+                "endpoints": list(spec.get("endpoints") or []),
             }
         self.form = RegionForm(data, initial=initial, editing=self.editing)
 
@@ -186,6 +209,8 @@ class RegionEditor(Editor):
             "kind": d.get("provider_kind") or "bookkeeping",
             "settings": d["provider_settings"],
         }
+        if d.get("endpoints"):
+            spec["endpoints"] = d["endpoints"]
         return spec
 
 

@@ -60,6 +60,7 @@ spec:
   maxNewNodesPerPeriod: 1
   provisioningDelayS: 10
   provider: {{kind: flink-taskmanagers, settings: {{clusterDir: "{cluster_dir}", memoryScale: 1.0}}}}
+  endpoints: ["{rest_url}"]
 ---
 apiVersion: autoscaler/v1
 kind: Application

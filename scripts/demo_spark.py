@@ -61,6 +61,7 @@ spec:
   provider:
     kind: spark-standalone
     settings: {{masterUrl: "{master}", masterWebUi: "{web}", managed: false}}
+  endpoints: ["{master}", "http://127.0.0.1:4040-4099"]
 ---
 apiVersion: autoscaler/v1
 kind: Application
@@ -246,7 +247,9 @@ def main() -> int:
         logs.mkdir(parents=True, exist_ok=True)
         control += common.start_control_plane(args.port, var, logs)
         common.wait_http(f"http://127.0.0.1:{args.port}/metrics", 180)
-        env = {**os.environ, "PYSPARK_PYTHON": py, "STREAMSCALER_TOKEN": token}
+        # SPARK_LOCAL_IP: the drivers bind and report their UI on 127.0.0.1, the endpoint the demo region
+        # declares (a UI reported under the machine's hostname would not be contacted)
+        env = {**os.environ, "PYSPARK_PYTHON": py, "STREAMSCALER_TOKEN": token, "SPARK_LOCAL_IP": "127.0.0.1"}
         for stage, wait_ms in (("splitter", args.splitter_wait_ms), ("counter", args.counter_wait_ms)):
             log = open(logs / f"{stage}.log", "ab")  # noqa: SIM115 - closed with the process
             stages.append(

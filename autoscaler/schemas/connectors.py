@@ -1,4 +1,9 @@
-"""Connector settings of an application, validated per engine (``spark``, ``flink``, ``simulated``)."""
+"""Connector settings of an application, validated per engine (``spark``, ``flink``, ``simulated``).
+
+Every engine address (Spark ``master`` unless ``local[n]``, ``uiUrl``, ``operators.<name>.uiUrl``; Flink's
+``restUrl``) must also be covered by an endpoint staff declared on one of the application's regions or in
+``AUTOSCALER_ENGINE_ENDPOINTS``: checked with the references to stored resources (``.endpoints``).
+"""
 
 from __future__ import annotations
 
@@ -21,7 +26,7 @@ class SparkSettings(SpecModel):
 
     ``master``: the cluster's master URL (``spark://host:7077``; ``local[n]`` for a single-process run);
     ``uiUrl``: driver UI/REST URL of a single-operator application, used only when neither
-    ``operators.<name>.uiUrl`` nor the URL reported by the job's agent is known; ``batchIntervalS``:
+    ``operators.<name>.uiUrl`` nor the URL reported by the job's agent is known (no default); ``batchIntervalS``:
     micro-batch trigger interval (s), the denominator of the utilisation; ``checkpointDir``: default
     checkpoint root; ``executorMemoryScale``: executor memory = node type memoryMiB x this factor (at least
     512 MiB; < 1 for small local demos); ``applyTimeoutS``: how long the realizer waits for the agent's
@@ -29,7 +34,7 @@ class SparkSettings(SpecModel):
     """
 
     master: str = "local[2]"
-    ui_url: str = Field(default="http://127.0.0.1:4040", pattern=r"^https?://")
+    ui_url: str | None = Field(default=None, pattern=r"^https?://")
     batch_interval_s: float = Field(default=1.0, gt=0)
     checkpoint_dir: str | None = None
     executor_memory_scale: float = Field(default=1.0, gt=0, le=64)

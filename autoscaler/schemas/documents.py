@@ -18,6 +18,7 @@ from .application import ApplicationSpec
 from .catalog import NodeTypeCatalogSpec
 from .common import API_VERSION, Metadata
 from .deployment import DeploymentSpec
+from .endpoints import connector_endpoint_errors
 from .errors import FieldError, ManifestError, from_pydantic, join_loc
 from .region import RegionSpec
 
@@ -70,6 +71,9 @@ class References(Protocol):
 
     def node_types_in_use(self, *, catalog: str | None = None, region: str | None = None) -> dict[str, str]:
         """node-type name -> a deployment using it, among deployments in ``region`` or regions of ``catalog``."""
+
+    def engine_endpoints(self, regions: list[str]) -> list[str]:
+        """Engine endpoints declared on ``regions`` (unknown ones ignored) and in the allow-list setting."""
 
 
 @dataclass
@@ -276,6 +280,8 @@ def _application_refs(name: str, spec: ApplicationSpec, refs: References) -> lis
     speedups = [refs.region_max_speedup(region) for region in spec.regions]
     if speedups and all(v is not None and v > 0 for v in speedups):
         errors.extend(spec.unmeetable_path_errors(max(speedups)))  # an R_max that no node type can ever meet
+    endpoints = refs.engine_endpoints(list(spec.regions))
+    errors += connector_endpoint_errors(spec.engine, spec.connector, endpoints)
     return errors
 
 

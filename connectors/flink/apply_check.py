@@ -5,9 +5,13 @@
 
 - reachable and the job found: an operator without a vertex of its own raises ``BindingError`` (``problems``:
   operator -> reason, ``vertices``: the vertex names that exist); the manifest is rejected;
-- JobManager unreachable or the job not running (yet): returns a warning (the job may be deployed later; the
-  connector then reports a binding error at its first tick);
+- JobManager unreachable, answering an HTTP error, non-JSON or JSON of another shape, or the job not running
+  (yet): returns a one-line warning (the job may be deployed later; the connector then reports a binding error
+  at its first tick). A warning says what happened ("JobManager at <restUrl> not reachable: timeout", "...
+  answered HTTP 502", "... answered non-JSON") and never holds a byte of the reply;
 - everything bound: returns no warning.
+
+``restUrl`` has been checked against the declared engine endpoints before (``autoscaler.schemas.endpoints``).
 """
 
 from __future__ import annotations
@@ -28,13 +32,21 @@ def check_at_apply(
     job = job_of({**settings, "restTimeoutS": timeout_s}, operators)
     try:
         job_id = job.find()
-        details = job.rest.job(job_id)
+        vertices = vertices_of(job.rest.job(job_id))
     except BindingError:
         raise
     except ConnectorError as exc:
-        return [
-            f"binding not checked: {exc}; the application is stored and the connector will check the "
-            "binding at its first tick"
-        ]
-    resolve(job.vertex_names, vertices_of(details))
+        return [_not_checked(str(exc))]
+    except (KeyError, TypeError, AttributeError, ValueError):  # JSON, but not a JobManager's answer
+        return [_not_checked(f"JobManager at {job.rest.base_url} answered JSON of an unexpected shape")]
+    resolve(job.vertex_names, vertices)
     return []
+
+
+def _not_checked(what: str) -> str:
+    """The one-line warning of a check that could not be made (``what`` holds no byte of a remote reply)."""
+    line = " ".join(what.split())
+    return (
+        f"binding not checked: {line}; the application is stored and the connector will check the binding "
+        "at its first tick"
+    )

@@ -1,13 +1,18 @@
-"""A minimal client of the Flink JobManager REST API (stdlib ``urllib`` only)."""
+"""A minimal client of the Flink JobManager REST API (stdlib ``urllib`` via ``connectors.http_fetch``).
+
+A failed call raises ``FlinkRestError`` whose message is one line naming the JobManager (its declared URL), the
+call and what happened ("not reachable: timeout", "answered HTTP 502", "answered non-JSON"): it never holds a
+byte of the reply, which may be shown to the application's owner (apply warnings, decision log).
+"""
 
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
 from typing import Any
+from urllib.request import Request
 
 from connectors.base import ConnectorError
+from connectors.http_fetch import FetchError, fetch_json
 
 
 class FlinkRestError(ConnectorError):
@@ -27,20 +32,18 @@ class FlinkRest:
 
     def request(self, method: str, path: str, body: Any = None) -> Any:
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.base_url + path, data=data, method=method)
+        req = Request(self.base_url + path, data=data, method=method)
         if data is not None:
             req.add_header("Content-Type", "application/json")
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                raw = resp.read()
-        except urllib.error.HTTPError as exc:
-            detail = exc.read().decode(errors="replace")[:500]
-            raise FlinkRestError(
-                f"{method} {self.base_url}{path}: HTTP {exc.code} {detail}", exc.code
-            ) from exc
-        except (urllib.error.URLError, OSError) as exc:
-            raise FlinkRestError(f"{method} {self.base_url}{path}: {exc}") from exc
-        return json.loads(raw) if raw.strip() else {}
+            return fetch_json(req, self.timeout_s)
+        except FetchError as exc:
+            where = f"JobManager at {self.base_url}"
+            if exc.reason.startswith("not reachable"):
+                message = f"{where} {exc.reason} ({method} {path})"
+            else:
+                message = f"{where}: {method} {path} {exc.reason}"
+            raise FlinkRestError(message, exc.status) from None
 
     def get(self, path: str) -> Any:
         return self.request("GET", path)

@@ -11,6 +11,7 @@ a Deployment (sources, sinks inside a query) are not scaled. Settings: ``autosca
 from __future__ import annotations
 
 from connectors.base import Connector, Monitor, Realizer
+from connectors.endpoints import AllowList
 from connectors.spark.monitor import Binding, SparkMonitor
 from connectors.spark.placement import resource_name, typed_workers
 from connectors.spark.realizer import SparkRealizer
@@ -32,8 +33,9 @@ class SparkConnector(Connector):
         return self._realizer
 
 
-def build_spark_connector(application) -> SparkConnector:
-    """The connector of ``application`` (an ``autoscaler.models.Application`` with ``engine == "spark"``)."""
+def build_spark_connector(application, allowed: AllowList | None = None) -> SparkConnector:
+    """The connector of ``application`` (an ``autoscaler.models.Application`` with ``engine == "spark"``);
+    ``allowed``: the endpoints whose driver UIs the monitor may ask (none when left out)."""
     from autoscaler.schemas.connectors import SparkSettings
     from connectors.factory import deployment_of
     from policies.graph import source_to_sink_paths
@@ -55,7 +57,8 @@ def build_spark_connector(application) -> SparkConnector:
             operator=op,
             ui_url=(bound.ui_url if bound and bound.ui_url else None),
             upstream=sorted(u for u in upstream[name] if u in managed),
-            fallback_ui_url=settings.ui_url if len(managed) == 1 else "",
+            fallback_ui_url=(settings.ui_url or "") if len(managed) == 1 else "",
+            allowed=allowed if allowed is not None else AllowList([]),
         )
         region = op.deployment.region
         typed = typed_workers(region.provider)

@@ -31,12 +31,12 @@ stamped at creation, so the most downstream sink sees the whole path).
 from __future__ import annotations
 
 import datetime as dt
-import json
-import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from connectors.base import Deployment, Monitor, OperatorMetrics, Period, PeriodMetrics
+from connectors.endpoints import AllowList
+from connectors.http_fetch import FetchError, fetch_json
 
 MIN_COVERAGE = 0.5
 REST_TIMEOUT_S = 3.0
@@ -44,25 +44,27 @@ REST_TIMEOUT_S = 3.0
 
 @dataclass
 class Binding:
-    """One controlled operator: its stored Operator row, node types by name -> profile, driver UI override."""
+    """One controlled operator: its stored Operator row, node types by name -> profile, driver UI override, and
+    the endpoints whose driver UIs may be asked (``allowed``; none by default: a URL the job's agent reports is
+    contacted only when staff declared it, see ``connectors.endpoints``)."""
 
     operator: Any
     ui_url: str | None
     upstream: list[str]
     fallback_ui_url: str = ""
+    allowed: AllowList = field(default_factory=lambda: AllowList([]))
 
 
 def rest_executors(ui_url: str, app_id: str = "", timeout_s: float = REST_TIMEOUT_S) -> list[dict[str, Any]]:
-    """Active executors (not the driver) of the application at a driver's UI URL (the first one if no id)."""
+    """Active executors (not the driver) of the application at a driver's UI URL (the first one if no id).
+    ``FetchError`` when the driver cannot be asked (``connectors.http_fetch``: no redirect followed)."""
     base = ui_url.rstrip("/") + "/api/v1/applications"
     if not app_id:
-        with urllib.request.urlopen(base, timeout=timeout_s) as resp:
-            apps = json.loads(resp.read())
+        apps = fetch_json(base, timeout_s)
         if not apps:
             return []
         app_id = apps[0]["id"]
-    with urllib.request.urlopen(f"{base}/{app_id}/executors", timeout=timeout_s) as resp:
-        rows = json.loads(resp.read())
+    rows = fetch_json(f"{base}/{app_id}/executors", timeout_s)
     return [r for r in rows if r.get("id") != "driver" and r.get("isActive", True)]
 
 
@@ -77,15 +79,18 @@ def running_deployment(binding: Binding) -> tuple[Deployment, str]:
     )
     name = (profile or {}).get("name") or _declared_type(binding.operator)
     ui = binding.ui_url or (status.ui_url if status else "") or binding.fallback_ui_url
+    skipped = ""
+    if ui and not binding.allowed.allows(ui):  # never a request to an address staff did not declare
+        skipped, ui = f" (driver UI {ui!r} is not a declared endpoint: not contacted)", ""
     if ui:
         try:
             n = len(rest_executors(ui, status.app_id if status and not binding.ui_url else ""))
             return ({name: n} if n else {}), "rest"
-        except (OSError, ValueError, KeyError):
-            pass
+        except (FetchError, ValueError, KeyError, TypeError, AttributeError):
+            pass  # the agent's own count below
     if status is not None and status.executors is not None:
-        return ({name: status.executors} if status.executors else {}), "agent"
-    return {}, "none"
+        return ({name: status.executors} if status.executors else {}), "agent" + skipped
+    return {}, "none" + skipped
 
 
 def _declared_type(operator: Any) -> str:

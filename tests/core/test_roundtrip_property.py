@@ -50,7 +50,9 @@ def applications(draw) -> dict:
 @pytest.mark.django_db
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(doc=applications())
-def test_export_apply_round_trip_for_any_valid_application(alice, doc):
+def test_export_apply_round_trip_for_any_valid_application(alice, doc, settings):
+    # Flink's default restUrl, declared by staff
+    settings.AUTOSCALER_ENGINE_ENDPOINTS = ["http://127.0.0.1:8081"]
     m.Application.objects.filter(owner=alice).delete()
     (created,) = manifests.apply_documents([doc], alice)
     assert created.action == "created"

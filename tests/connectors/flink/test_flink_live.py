@@ -32,6 +32,12 @@ JOB = dict(trace_start=600, steps=30, step_s=4.0, rate_scale=0.5, duration_s=110
            cost_ms=1.0, parallelism=2, job_name="wc-test")  # fmt: skip
 
 
+@pytest.fixture(autouse=True)
+def declared_endpoints(settings):
+    """Staff declare the test clusters' JobManagers (free ports on 127.0.0.1) as engine endpoints."""
+    settings.AUTOSCALER_ENGINE_ENDPOINTS = ["http://127.0.0.1:1024-65535"]
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     try:

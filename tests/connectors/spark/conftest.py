@@ -19,7 +19,12 @@ spec:
 apiVersion: autoscaler/v1
 kind: Region
 metadata: {{name: spark-region}}
-spec: {{catalog: sparkcat, maxNodes: 4, maxNewNodesPerPeriod: 2}}
+spec:
+  catalog: sparkcat
+  maxNodes: 4
+  maxNewNodesPerPeriod: 2
+  # the test cluster's master and the drivers' UIs take free ports on 127.0.0.1
+  endpoints: ["spark://127.0.0.1:1024-65535", "http://127.0.0.1:1024-65535"]
 ---
 apiVersion: autoscaler/v1
 kind: Application

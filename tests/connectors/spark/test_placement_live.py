@@ -44,6 +44,7 @@ spec:
   provider:
     kind: spark-standalone
     settings: {{masterUrl: "{master}", masterWebUi: "{web}", stateDir: "{state}"}}
+  endpoints: ["{master}", "http://127.0.0.1:1024-65535"]  # the drivers' UIs take free ports
 ---
 apiVersion: autoscaler/v1
 kind: Application
