@@ -115,6 +115,10 @@ def spread(deployment: Deployment, parallelism: int) -> Deployment:
     return {node_type: parallelism}
 
 
+class JobNotRunning(ConnectorError):
+    """The JobManager answered and runs no (non-terminal) job of that name: nothing of the application runs."""
+
+
 class FlinkJob:
     """The running job of a connector: finds it by id or by name, resolves operators to vertices."""
 
@@ -133,10 +137,12 @@ class FlinkJob:
         jobs = [j for j in self.rest.jobs() if j["state"] not in ("FINISHED", "CANCELED", "FAILED")]
         if self.job_name:
             jobs = [j for j in jobs if j["name"] == self.job_name]
+        if not jobs:
+            raise JobNotRunning(
+                f"no running Flink job named {self.job_name!r}" if self.job_name else "no running Flink job"
+            )
         if len(jobs) != 1 and not self.job_name:
             raise ConnectorError(f"{len(jobs)} running Flink jobs and no jobName to choose one")
-        if not jobs:
-            raise ConnectorError(f"no running Flink job named {self.job_name!r}")
         return max(jobs, key=lambda j: j["start-time"])["jid"]
 
     def snapshot(self) -> tuple[str, dict[str, Any], dict[str, Vertex]]:

@@ -21,8 +21,8 @@ vertex). Steps:
    the error says why the restore was not verified);
 4. the job failed or was cancelled during the rescale (a terminal state: FAILED, CANCELED, FINISHED) -> nothing
    can be restored: ``ok=False, rolled_back=False``, ``details["job_gone"]``, the error names the state and the
-   deployments are empty (nothing runs). The JobManager unreachable -> ``ok=False`` with the reason
-   (``details["unavailable"]``), never an exception. After any failure the deployments the realizer (and the
+   deployments are empty (nothing runs); so are they when no job of that name/id runs at all. The JobManager
+   unreachable -> ``ok=False`` with the reason (``details["unavailable"]``), never an exception. After any failure the deployments the realizer (and the
    monitor) report are the previous ones, never the target.
 """
 
@@ -34,7 +34,7 @@ from typing import Any
 
 from connectors.base import ApplyResult, ConnectorError, Deployment, Realizer, ScalingPlan
 from connectors.flink.binding import BindingError
-from connectors.flink.monitor import FlinkJob, spread
+from connectors.flink.monitor import FlinkJob, JobNotRunning, spread
 from connectors.flink.rest import FlinkRestError
 
 POLL_S = 0.2
@@ -86,7 +86,11 @@ class FlinkRealizer(Realizer):
             return self._apply(plan, known)
         except BindingError:
             raise
-        except ConnectorError as exc:  # before the request (nothing applied) or while reading the outcome
+        except JobNotRunning as exc:  # the JobManager answers but runs no such job: nothing runs
+            self._keep(known)
+            nothing = {op: {} for op in {*known, *plan.targets}}
+            return ApplyResult(False, nothing, error=f"Flink unavailable: {exc}", details={"job_gone": True})
+        except ConnectorError as exc:  # unreachable before the request (nothing applied) or while reading it
             self._keep(known)
             return ApplyResult(False, known, error=f"Flink unavailable: {exc}", details={"unavailable": True})
 

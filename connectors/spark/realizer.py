@@ -13,6 +13,8 @@ Per operator of the plan:
    the driver's REST API (the agent's reported count when no UI is reachable).
 4. On timeout, an error in the acknowledgement or a count mismatch, the previous desired state is written again
    (a new generation: the agent returns to it) and the result is ``ok=False, rolled_back=True`` with the error.
+   When nothing was desired before (the driver started from its own settings), the previous state is what ran
+   before the apply (the executors seen then, on their node type's profile).
 5. The driver gone (killed, crashed: no heartbeat from its agent for ``driver_silence_s`` and its UI
    unreachable) while waiting: the wait ends at once, the previous desired state is written again (a restarted
    driver starts with it: the agent reads the desired state at start) and the result is ``ok=False,
@@ -128,6 +130,8 @@ class SparkRealizer(Realizer):
                 details[op_name] = {"driver_gone": gone, "verified": False}
                 continue
             previous = store.desired_of(binding.operator)
+            if not (previous["generation"] > 0 and previous["executors"]):
+                previous = self._running_as_desired(op_name, binding)
             t0 = time.monotonic()
             gen = store.set_desired(binding.operator, n, profile)
             info: dict[str, Any] = {"generation": gen, "executors": n, "node_type": node_type}
@@ -142,7 +146,7 @@ class SparkRealizer(Realizer):
             if gone:  # the driver died meanwhile: restore the previous desired state, no one to wait for
                 errors.append(f"operator {op_name!r}: {error}")
                 info.update(error=error, driver_gone=gone)
-                if previous["generation"] > 0 and previous["executors"]:
+                if previous["executors"]:
                     info["restored_desired"] = store.set_desired(
                         binding.operator, previous["executors"], previous["profile"]
                     )
@@ -151,7 +155,7 @@ class SparkRealizer(Realizer):
             if not ok:
                 errors.append(f"operator {op_name!r}: {error}")
                 info["error"] = error
-                if previous["generation"] > 0 and previous["executors"]:
+                if previous["executors"]:
                     back = store.set_desired(binding.operator, previous["executors"], previous["profile"])
                     info["rollback_generation"] = back
                     rolled_back = True
@@ -169,6 +173,17 @@ class SparkRealizer(Realizer):
             rolled_back=rolled_back,
             details=details,
         )
+
+    def _running_as_desired(self, operator: str, binding: Binding) -> dict[str, Any]:
+        """What runs now as a desired state (``{"generation": 0, "executors", "profile"}``), for an operator whose
+        driver started from its own settings (nothing desired yet); no executors when it cannot be expressed."""
+        running, _ = running_deployment(binding)
+        live = {t: n for t, n in running.items() if n > 0}
+        if len(live) == 1 and next(iter(live)) in self.profiles.get(operator, {}):
+            node_type, n = next(iter(live.items()))
+            profile = {k: v for k, v in self.profiles[operator][node_type].items() if k != "speedup"}
+            return {"generation": 0, "executors": n, "profile": profile}
+        return {"generation": 0, "executors": None, "profile": None}
 
     def _await(self, binding: Binding, generation: int, n: int, node_type: str):
         """``(ok, error, ack)`` once the agent acknowledged ``generation`` (or a later one) and ``n`` executors

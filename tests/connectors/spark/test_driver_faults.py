@@ -124,3 +124,18 @@ def test_a_driver_dying_while_the_rescale_waits_is_surfaced_and_the_previous_all
     row = DesiredState.objects.get(operator__application=app)
     assert (row.generation, row.executors, row.profile["name"]) == (3, 2, "small")  # the previous allocation
     assert result.deployments == {"counter": {}}
+
+
+def test_without_an_earlier_desired_state_what_ran_before_is_restored(app, ui):
+    DesiredState.objects.filter(
+        operator__application=app
+    ).delete()  # the driver started from its own settings
+    realizer = build_connector(app).realizer
+    realizer.driver_silence_s = 1.0
+    threading.Timer(0.5, ui.kill).start()
+    result = realizer.apply(ScalingPlan({"counter": {"large": 1}}, slot=9))
+    assert not result.ok and not result.rolled_back
+    info = result.details["counter"]
+    assert info["generation"] == 1 and info["restored_desired"] == 2
+    row = DesiredState.objects.get(operator__application=app)
+    assert (row.generation, row.executors, row.profile["name"]) == (2, 2, "small")  # the 2 small seen before
