@@ -41,10 +41,21 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def next_slot_tick(app_id: int, period_s: float) -> tuple[int, object]:
-    """Wait for the next slot boundary and run that slot's tick (as the dispatcher would, on time)."""
+    """Wait for the next slot boundary and run that slot's tick (as the dispatcher would, on time); a database
+    error is retried as the Celery task does (SQLite's shared in-memory test database answers "table is locked"
+    while the live server stores the agent's progress)."""
+    from django.db import OperationalError
+
     slot = int(time.time() // period_s) + 1
     time.sleep(max(slot * period_s - time.time(), 0.0))
-    return slot, run_tick(app_id, slot)
+    for attempt in range(5):
+        try:
+            return slot, run_tick(app_id, slot)
+        except OperationalError:
+            if attempt == 4:
+                raise
+            time.sleep(0.2 * 2**attempt)
+    raise AssertionError("unreachable")
 
 
 def one_decision_per_operator_and_slot(app: Application, slots: list[int]) -> None:
