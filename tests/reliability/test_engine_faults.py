@@ -65,9 +65,16 @@ def one_decision_per_operator_and_slot(app: Application, slots: list[int]) -> No
 
 
 def wait_for(predicate, timeout_s: float, what: str):
+    """``predicate()``'s first truthy value within ``timeout_s``; a database error counts as not yet (SQLite's
+    shared in-memory test database answers "table is locked" while the live server writes)."""
+    from django.db import OperationalError
+
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        got = predicate()
+        try:
+            got = predicate()
+        except OperationalError:
+            got = None
         if got:
             return got
         time.sleep(0.3)
@@ -81,7 +88,7 @@ kind: Application
 metadata: {{name: wc-flink-fault}}
 spec:
   engine: flink
-  connector: {{restUrl: "{url}", jobName: wc-fault, applyTimeoutS: 60}}
+  connector: {{restUrl: "{url}", jobName: {job}, applyTimeoutS: {timeout}}}
   slo: {{rMaxMs: 5000, etaV: 0.05, etaR: 0.5}}
   operators:
     - {{name: sentences, kind: source}}
@@ -127,18 +134,23 @@ def flink_cluster(tmp_path_factory):
         c.stop()
 
 
-def _cancel_on_rescale(rest, job_id: str, vertex_id: str, stop: threading.Event, seen: dict) -> None:
-    """Cancel the job as soon as the JobManager holds a new upper bound for ``vertex_id`` (a rescale request)."""
+def _on_rescale(rest, job_id: str, vertex_id: str, stop: threading.Event, seen: dict, fault) -> None:
+    """Run ``fault()`` as soon as the JobManager holds a new upper bound for ``vertex_id`` (a rescale request)."""
     while not stop.is_set():
         try:
             bound = rest.resource_requirements(job_id)[vertex_id]["parallelism"]["upperBound"]
         except Exception:  # noqa: BLE001 - the job may be between states: try again
             bound = None
         if bound is not None and int(bound) != 2:
-            rest.patch(f"/jobs/{job_id}?mode=cancel")
+            fault()
             seen.update(requested=int(bound), cancelled_at=time.time())
             return
         stop.wait(0.05)
+
+
+def _cancel_on_rescale(rest, job_id: str, vertex_id: str, stop: threading.Event, seen: dict) -> None:
+    """Cancel the job as soon as the JobManager holds a new upper bound for ``vertex_id`` (a rescale request)."""
+    _on_rescale(rest, job_id, vertex_id, stop, seen, lambda: rest.patch(f"/jobs/{job_id}?mode=cancel"))
 
 
 @pytest.mark.django_db
@@ -149,7 +161,7 @@ def test_flink_job_cancelled_after_a_rescale_is_surfaced_and_the_loop_recovers(f
     rest = flink_cluster.rest()
     job_id = submit_wordcount(flink_cluster, taxi_trace(), **FLINK_JOB)
     counter_vertex = next(v["id"] for v in rest.job(job_id)["vertices"] if v["name"] == "counter")
-    text = FLINK_APP.format(url=flink_cluster.rest_url, period=FLINK_PERIOD_S)
+    text = FLINK_APP.format(url=flink_cluster.rest_url, period=FLINK_PERIOD_S, job="wc-fault", timeout=60)
     manifests.apply_documents(manifests.parse_documents(text), alice)
     app = Application.objects.get(name="wc-flink-fault")
     forget_definitions(app.pk)
@@ -226,6 +238,93 @@ def test_flink_job_cancelled_after_a_rescale_is_surfaced_and_the_loop_recovers(f
     )
 
 
+def _kill_taskmanager(cluster, node_id: str) -> None:
+    """SIGKILL the TaskManager process ``node_id`` (a crash: no deregistration)."""
+    for pid_file in (Path(cluster.root) / "tm" / node_id).glob("*.pid"):
+        for pid in pid_file.read_text().split():
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+
+
+@pytest.mark.django_db
+def test_flink_taskmanager_killed_during_a_rescale_gets_the_previous_parallelism_back(
+    flink_cluster, shared, alice
+):
+    from connectors.flink.cluster import TaskManagerProfile
+    from connectors.flink.jobs import submit_wordcount
+    from policies.paths import taxi_trace
+
+    flink_cluster.cancel_all()
+    rest = flink_cluster.rest()
+    job_id = submit_wordcount(flink_cluster, taxi_trace(), **{**FLINK_JOB, "job_name": "wc-tm"})
+    counter_vertex = next(v["id"] for v in rest.job(job_id)["vertices"] if v["name"] == "counter")
+    text = FLINK_APP.format(url=flink_cluster.rest_url, period=FLINK_PERIOD_S, job="wc-tm", timeout=20)
+    manifests.apply_documents(manifests.parse_documents(text), alice)
+    app = Application.objects.get(name="wc-flink-fault")
+    forget_definitions(app.pk)
+    victims = list(flink_cluster.local_taskmanagers())
+    stop, seen = threading.Event(), {}
+    kill = lambda: [_kill_taskmanager(flink_cluster, tm) for tm in victims]  # noqa: E731
+    watcher = threading.Thread(target=_on_rescale, args=(rest, job_id, counter_vertex, stop, seen, kill))
+    watcher.start()
+    slots: list[int] = []
+    try:
+        deadline = time.monotonic() + 240
+        while True:
+            slot, out = next_slot_tick(app.pk, FLINK_PERIOD_S)
+            slots.append(slot)
+            if out.status != Tick.Status.NO_DATA or time.monotonic() > deadline:
+                break
+        fault_slot = slot
+        tick = Tick.objects.get(application=app, slot=fault_slot)
+        assert out.status == Tick.Status.DONE and tick.plan, (out, tick.error)
+        assert seen.get("requested") == 3, seen
+    finally:
+        stop.set()
+        watcher.join(timeout=10)
+        for tm in victims:
+            flink_cluster.stop_taskmanager(tm)
+    result = tick.result
+    print(f"\nflink TaskManager killed: {result}")
+    assert not out.applied and result["ok"] is False and result["rolled_back"] is False, result
+    decided = {d.operator.name: d for d in Decision.objects.filter(application=app, slot=fault_slot)}
+    for name in ("splitter", "counter"):
+        assert decided[name].outcome == Decision.Outcome.FAILED, decided[name].reason
+        assert "target parallelism 3" in decided[name].reason
+    # the previous requirements were PUT back: the job takes them up when slots come back
+    assert rest.resource_requirements(job_id)[counter_vertex]["parallelism"]["upperBound"] == 2
+    app.refresh_from_db()
+    app.dry_run = True
+    app.save()
+
+    flink_cluster.start_taskmanager(
+        "tm-back", TaskManagerProfile(slots=4, memory_mb=1536, node_type="vm.small")
+    )
+
+    def flowing() -> bool:
+        job = rest.job(job_id)
+        sink = next(v for v in job["vertices"] if v["name"].startswith("top"))
+        running = job["state"] == "RUNNING" and all(v["status"] == "RUNNING" for v in job["vertices"])
+        return running and (sink.get("metrics") or {}).get("read-records", 0) > 0
+
+    wait_for(flowing, 180, "the job to run again with records reaching its sink")
+    recovery: list[str] = []
+    for _ in range(2):
+        slot, out = next_slot_tick(app.pk, FLINK_PERIOD_S)
+        slots.append(slot)
+        recovery.append(out.status)
+        if out.status == Tick.Status.DONE:
+            break
+    assert recovery[-1] == Tick.Status.DONE, [
+        Tick.objects.get(application=app, slot=s).error for s in slots[-2:]
+    ]
+    assert {v["name"]: v["parallelism"] for v in rest.job(job_id)["vertices"]}["counter"] == 2
+    one_decision_per_operator_and_slot(app, slots)
+    print(f"flink TaskManager back: ticks to a complete decision: {len(recovery)} ({recovery})")
+
+
 # ---- Spark ---------------------------------------------------------------------------------------------------
 SPARK_APP = """
 apiVersion: autoscaler/v1
@@ -294,7 +393,7 @@ DRIVER = textwrap.dedent(
             "spark.ui.showConsoleProgress": "false"}
     run(build, conf, master=master, application="wcs", operator="counter", url=url, token=token,
         profile={"name": "small", "cores": 1, "memoryMiB": 512}, executors=1, block=True,
-        apply_timeout_s=60.0, poll_interval_s=0.5, ship_interval_s=0.5)
+        apply_timeout_s=60.0, poll_interval_s=0.5, ship_interval_s=1.0)
     '''
 )
 
@@ -459,9 +558,10 @@ def test_spark_driver_killed_after_a_rescale_is_surfaced_and_the_loop_recovers(
             recovery.append(out.status)
             if out.status == Tick.Status.DONE:
                 break
-        errors = [Tick.objects.get(application=app, slot=s).error for s in slots[-len(recovery) :]]
-        assert recovery[-1] == Tick.Status.DONE, errors
-        status = DriverStatus.objects.get(operator__application=app)
+        assert recovery[-1] == Tick.Status.DONE, recovery
+        status = wait_for(
+            lambda: DriverStatus.objects.get(operator__application=app), 30, "the driver status"
+        )
         # the restarted driver runs the restored state, not the failed target
         assert status.generation == info["restored_desired"]
         assert len(rest_executors(status.ui_url, status.app_id)) == 1
