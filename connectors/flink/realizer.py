@@ -22,8 +22,8 @@ vertex). Steps:
 4. the job failed or was cancelled during the rescale (a terminal state: FAILED, CANCELED, FINISHED) -> nothing
    can be restored: ``ok=False, rolled_back=False``, ``details["job_gone"]``, the error names the state and the
    deployments are empty (nothing runs); so are they when no job of that name/id runs at all. The JobManager
-   unreachable -> ``ok=False`` with the reason (``details["unavailable"]``), never an exception. After any failure the deployments the realizer (and the
-   monitor) report are the previous ones, never the target.
+   unreachable -> ``ok=False`` with the reason (``details["unavailable"]``), never an exception. After any
+   failure the deployments the realizer (and the monitor) report are the previous ones, never the target.
 """
 
 from __future__ import annotations
