@@ -3,7 +3,8 @@
 - Flink: a real local cluster (apache-flink from ``.venv-flink``) runs the WordCount; a threshold OM with a tiny
   threshold makes the first tick with complete metrics scale ``splitter``/``counter`` 2 -> 3, and the job is
   cancelled as soon as the JobManager holds the new resource requirements. The engine then runs nothing until
-  the job is submitted again ("the engine is back").
+  the job is submitted again; it is back when its vertices run, records reach the sink and its REST API reports
+  advancing counters.
 - Spark: a real standalone cluster; the driver (with its agent) runs as its own process on a rate source; the
   first tick with complete metrics scales the query 1 -> 2 executors and the driver process is killed (SIGKILL)
   as soon as the new desired state is written. The engine is back when the driver is started again.
@@ -210,13 +211,27 @@ def test_flink_job_cancelled_after_a_rescale_is_surfaced_and_the_loop_recovers(f
     # ---- the engine is back (the job submitted again, records flowing): decisions within 2 periods -----------
     new_id = submit_wordcount(flink_cluster, taxi_trace(), **FLINK_JOB)
 
-    def flowing() -> bool:
+    def accounted_ms() -> float | None:
+        """Time accounted (busy + idle + back-pressured, ms) over all vertices of a running job, else None."""
         job = rest.job(new_id)
+        if job["state"] != "RUNNING" or any(v["status"] != "RUNNING" for v in job["vertices"]):
+            return None
         sink = next(v for v in job["vertices"] if v["name"].startswith("top"))
-        running = job["state"] == "RUNNING" and all(v["status"] == "RUNNING" for v in job["vertices"])
-        return running and (sink.get("metrics") or {}).get("read-records", 0) > 0
+        if not (sink.get("metrics") or {}).get("read-records", 0):
+            return None
+        keys = ("accumulated-busy-time", "accumulated-idle-time", "accumulated-backpressured-time")
+        return sum(float((v.get("metrics") or {}).get(k) or 0) for v in job["vertices"] for k in keys)
 
-    wait_for(flowing, 180, "the resubmitted job to run with records reaching its sink")
+    def back() -> bool:
+        """Running, records reaching the sink, and the REST API reporting live counters (they advance)."""
+        first = accounted_ms()
+        time.sleep(3.0)  # longer than the metric fetcher's interval (2 s)
+        later = accounted_ms()
+        return first is not None and later is not None and later > first
+
+    wait_for(
+        back, 180, "the resubmitted job to run and report (records reaching its sink, counters advancing)"
+    )
     back_at = time.time()
     recovery: list[str] = []
     for _ in range(2):
