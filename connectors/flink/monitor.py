@@ -34,7 +34,8 @@ minute they are the period's average); else the period is incomplete: the vertex
 counters cover only part of it and its meters have not settled. A rescale therefore costs one incomplete period
 (the one in which it happened), and the next period is measured exactly.
 
-Incomplete: job not RUNNING, a vertex not RUNNING (restarting) or (re)started within the period, a metric
+Incomplete: the JobManager unreachable (or answering with an error) or no running job of that name/id (the
+reason says which), job not RUNNING, a vertex not RUNNING (restarting) or (re)started within the period, a metric
 missing/NaN, a vertex whose busy, idle and back-pressured times all stood still since the previous reading (the
 metric store did not refresh: seen once on an overloaded TaskManager, it read as zero load), or a busy vertex
 whose record count has not moved (e.g. while Python workers start) ->
@@ -49,7 +50,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from connectors.base import ConnectorError, Deployment, Monitor, OperatorMetrics, Period, PeriodMetrics
-from connectors.flink.binding import Vertex, resolve, vertices_of
+from connectors.flink.binding import BindingError, Vertex, resolve, vertices_of
 from connectors.flink.rest import FlinkRest
 from connectors.latency_share import share_path_latency
 
@@ -114,6 +115,10 @@ def spread(deployment: Deployment, parallelism: int) -> Deployment:
     return {node_type: parallelism}
 
 
+class JobNotRunning(ConnectorError):
+    """The JobManager answered and runs no (non-terminal) job of that name: nothing of the application runs."""
+
+
 class FlinkJob:
     """The running job of a connector: finds it by id or by name, resolves operators to vertices."""
 
@@ -132,10 +137,12 @@ class FlinkJob:
         jobs = [j for j in self.rest.jobs() if j["state"] not in ("FINISHED", "CANCELED", "FAILED")]
         if self.job_name:
             jobs = [j for j in jobs if j["name"] == self.job_name]
+        if not jobs:
+            raise JobNotRunning(
+                f"no running Flink job named {self.job_name!r}" if self.job_name else "no running Flink job"
+            )
         if len(jobs) != 1 and not self.job_name:
             raise ConnectorError(f"{len(jobs)} running Flink jobs and no jobName to choose one")
-        if not jobs:
-            raise ConnectorError(f"no running Flink job named {self.job_name!r}")
         return max(jobs, key=lambda j: j["start-time"])["jid"]
 
     def snapshot(self) -> tuple[str, dict[str, Any], dict[str, Vertex]]:
@@ -167,6 +174,17 @@ class FlinkMonitor(Monitor):
         self.sources = sources
 
     def collect(self, period: Period) -> PeriodMetrics:
+        """The period's observation; the JobManager unreachable or the job gone make it incomplete with the
+        reason (no operator metrics at all, never zeros). A binding error (a declared operator without a vertex
+        of its own) is a configuration error and is raised."""
+        try:
+            return self._collect(period)
+        except BindingError:
+            raise
+        except ConnectorError as exc:
+            return PeriodMetrics(period, {}, complete=False, reason=f"Flink unavailable: {exc}")
+
+    def _collect(self, period: Period) -> PeriodMetrics:
         job_id, job, bound = self.job.snapshot()
         if job.get("state") != "RUNNING":
             return PeriodMetrics(period, {}, complete=False, reason=f"job {job_id} is {job.get('state')}")

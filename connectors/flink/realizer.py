@@ -15,8 +15,15 @@ vertex). Steps:
    ``web.refresh-interval``) is taken from the job's own status timestamps instead: RUNNING minus RESTARTING,
    when both fall after the request;
 3. failure: the job came back RUNNING below the target with no free slot left (insufficient slots), or
-   ``timeout_s`` passed, or after ``SLOT_GRACE_S`` the target still exceeds the cluster's slots -> the previous requirements are PUT back and waited for (``rolled_back=True``,
-   ``ok=False``, the error names the vertices, targets, what was reached and the free/total slots).
+   ``timeout_s`` passed, or after ``SLOT_GRACE_S`` the target still exceeds the cluster's slots -> the previous
+   requirements are PUT back and waited for (``ok=False``, the error names the vertices, targets, what was
+   reached and the free/total slots; ``rolled_back=True`` only when the previous parallelism runs again, else
+   the error says why the restore was not verified);
+4. the job failed or was cancelled during the rescale (a terminal state: FAILED, CANCELED, FINISHED) -> nothing
+   can be restored: ``ok=False, rolled_back=False``, ``details["job_gone"]``, the error names the state and the
+   deployments are empty (nothing runs); so are they when no job of that name/id runs at all. The JobManager
+   unreachable -> ``ok=False`` with the reason (``details["unavailable"]``), never an exception. After any
+   failure the deployments the realizer (and the monitor) report are the previous ones, never the target.
 """
 
 from __future__ import annotations
@@ -25,8 +32,9 @@ import copy
 import time
 from typing import Any
 
-from connectors.base import ApplyResult, Deployment, Realizer, ScalingPlan
-from connectors.flink.monitor import FlinkJob, spread
+from connectors.base import ApplyResult, ConnectorError, Deployment, Realizer, ScalingPlan
+from connectors.flink.binding import BindingError
+from connectors.flink.monitor import FlinkJob, JobNotRunning, spread
 from connectors.flink.rest import FlinkRestError
 
 POLL_S = 0.2
@@ -35,6 +43,8 @@ SLOT_GRACE_S = 8.0
 
 
 TERMINAL = ("FINISHED", "CANCELED", "FAILED")
+#: how the reason of a failed wait starts when the job reached a terminal state meanwhile
+JOB_GONE = "job gone"
 
 
 def _steady(job: dict) -> bool:
@@ -69,6 +79,22 @@ class FlinkRealizer(Realizer):
         return {op: spread(self.deployments.get(op, {}), v.parallelism) for op, v in bound.items()}
 
     def apply(self, plan: ScalingPlan) -> ApplyResult:
+        """Apply ``plan`` (see module docstring); never raises for an unreachable JobManager or a vanished job:
+        the result says what happened (``ok=False`` with the reason)."""
+        known = self._known()
+        try:
+            return self._apply(plan, known)
+        except BindingError:
+            raise
+        except JobNotRunning as exc:  # the JobManager answers but runs no such job: nothing runs
+            self._keep(known)
+            nothing = {op: {} for op in {*known, *plan.targets}}
+            return ApplyResult(False, nothing, error=f"Flink unavailable: {exc}", details={"job_gone": True})
+        except ConnectorError as exc:  # unreachable before the request (nothing applied) or while reading it
+            self._keep(known)
+            return ApplyResult(False, known, error=f"Flink unavailable: {exc}", details={"unavailable": True})
+
+    def _apply(self, plan: ScalingPlan, known: dict[str, Deployment]) -> ApplyResult:
         job_id, job, bound = self.job.snapshot()
         if not _steady(job):  # mid-restart (a failover, another rescale): parallelism is in flux, wait it out
             waited = self._await_steady(job_id, time.monotonic() + self.timeout_s)
@@ -103,6 +129,7 @@ class FlinkRealizer(Realizer):
         requested_ms = time.time() * 1000.0
         self.job.rest.set_resource_requirements(job_id, wanted)
         ok, downtime, reached, why = self._await(job_id, changed, started + self.timeout_s)
+        gone = not ok and why.startswith(JOB_GONE)
         # a restart that fell between two polls: ask the job when it stopped and resumed
         if ok and downtime == 0.0:
             downtime = _restart_span_s(self._job_or_empty(job_id), requested_ms)
@@ -118,25 +145,45 @@ class FlinkRealizer(Realizer):
             )
             + f" ({why})"
         )
+        self._keep(known)  # not applied: the engine runs (at most) what ran before
+        if gone:  # the job failed or was cancelled: no parallelism to restore, nothing runs
+            details.update(restored=False, job_gone=True)
+            nothing = {op: {} for op in bound}
+            return ApplyResult(False, nothing, downtime_s=downtime, error=f"{error}; nothing to restore",
+                               details=details)  # fmt: skip
         previous = {vid: int(before[vid]["parallelism"]["upperBound"]) for vid in changed}
         try:
             self.job.rest.set_resource_requirements(job_id, before)
         except FlinkRestError as exc:  # the job ended or the JobManager went away meanwhile
             details.update(restored=False, restore_error=str(exc)[:300])
-            return ApplyResult(False, self._known(), downtime_s=downtime, error=f"{error}; restore failed: {exc}",
+            return ApplyResult(False, known, downtime_s=downtime, error=f"{error}; restore failed: {exc}",
                                rolled_back=False, details=details)  # fmt: skip
-        restored, back_down, _, _ = self._await(job_id, previous, time.monotonic() + self.timeout_s)
-        for op in plan.targets:
-            self.deployments[op] = spread(self.deployments.get(op, {}), bound[op].parallelism)
+        restored, back_down, back_reached, back_why = self._await(
+            job_id, previous, time.monotonic() + self.timeout_s
+        )
         details.update(restored=restored, rollback_downtime_s=back_down)
+        if not restored:  # rolled back only when the previous parallelism runs again
+            error += f"; restore not verified: reached {back_reached} ({back_why})"
         return ApplyResult(
             False,
-            self.current(),
+            self._current_or({op: {} for op in bound} if back_why.startswith(JOB_GONE) else known),
             downtime_s=downtime + back_down,
             error=error,
-            rolled_back=True,
+            rolled_back=restored,
             details=details,
         )
+
+    def _keep(self, deployments: dict[str, Deployment]) -> None:
+        """Make ``deployments`` the last applied ones (in place: the monitor shares the dict)."""
+        self.deployments.clear()
+        self.deployments.update({k: dict(v) for k, v in deployments.items()})
+
+    def _current_or(self, fallback: dict[str, Deployment]) -> dict[str, Deployment]:
+        """``current()``, or ``fallback`` when the JobManager or the job cannot be read."""
+        try:
+            return self.current()
+        except ConnectorError:
+            return fallback
 
     def _job_or_empty(self, job_id: str) -> dict:
         try:
@@ -180,6 +227,8 @@ class FlinkRealizer(Realizer):
                 down_since = None
             if running and reached and all(reached.get(vid) == n for vid, n in targets.items()):
                 return True, downtime, reached, ""
+            if job.get("state") in TERMINAL:  # failed or cancelled: it will never reach the targets
+                return False, downtime, reached, f"{JOB_GONE}: {job_id} is {job['state']}"
             if running and (restarted or now - started > SLOT_GRACE_S):
                 slots = self._slots()
                 needed = max(targets.values())

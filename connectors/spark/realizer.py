@@ -13,6 +13,16 @@ Per operator of the plan:
    the driver's REST API (the agent's reported count when no UI is reachable).
 4. On timeout, an error in the acknowledgement or a count mismatch, the previous desired state is written again
    (a new generation: the agent returns to it) and the result is ``ok=False, rolled_back=True`` with the error.
+   When nothing was desired before (the driver started from its own settings), the previous state is what ran
+   before the apply (the executors seen then, on their node type's profile).
+5. The driver gone (killed, crashed: no heartbeat from its agent for ``driver_silence_s`` and its UI
+   unreachable) while waiting: the wait ends at once, the previous desired state is written again (a restarted
+   driver starts with it: the agent reads the desired state at start) and the result is ``ok=False,
+   rolled_back=False`` (nothing runs), ``details[op]["driver_gone"]`` with the reason and
+   ``details[op]["restored_desired"]`` the generation of the previous allocation. A driver already gone before
+   the apply gets nothing written (a driver that comes back must not pick up a stale target): ``ok=False``,
+   "nothing applied". ``current()`` reports no executor for an operator whose driver is gone (never the
+   agent's last count).
 
 ``ApplyResult.downtime_s`` is the largest downtime (s) the agents measured (0 for live changes); the per-operator
 ``details`` hold ``generation``, ``downtime_s``, ``duration_s`` (request to verified, s) and ``verified``.
@@ -24,9 +34,38 @@ import time
 from typing import Any
 
 from connectors.base import ApplyResult, Deployment, Realizer, ScalingPlan
-from connectors.spark.monitor import Binding, running_deployment
+from connectors.spark.monitor import Binding, rest_executors, running_deployment
 
 POLL_S = 0.1  # s between reads of the acknowledgement / the executor count
+#: a driver whose agent has not been heard of for this long (s) and whose UI does not answer is gone; the agent
+#: sends a heartbeat every ``ship_interval_s`` (1 s by default) and backs off at most 10 s after a failed post
+DRIVER_SILENCE_S = 20.0
+#: s between two liveness checks of the driver while waiting for an acknowledgement
+LIVENESS_EVERY_S = 1.0
+
+
+def driver_gone(binding: Binding, silence_s: float = DRIVER_SILENCE_S) -> str:
+    """Why the operator's Spark driver is gone (``""`` while it lives or was never seen): its agent silent for
+    more than ``silence_s`` seconds and its driver UI not answering (or unknown)."""
+    from django.utils import timezone
+
+    from autoscaler.ingest.models import DriverStatus
+
+    status = DriverStatus.objects.filter(operator=binding.operator).first()
+    if status is None:
+        return ""
+    silent_s = (timezone.now() - status.last_seen).total_seconds()
+    if silent_s <= silence_s:
+        return ""
+    ui = binding.ui_url or status.ui_url or binding.fallback_ui_url
+    if ui:
+        try:
+            rest_executors(ui, status.app_id if not binding.ui_url else "")
+            return ""  # the UI answers: the driver lives, only its agent is silent
+        except (OSError, ValueError, KeyError):
+            pass
+    where = f"its UI {ui} unreachable" if ui else "no driver UI known"
+    return f"the Spark driver is gone: no heartbeat from its agent for {silent_s:.0f} s and {where}"
 
 
 class SparkRealizer(Realizer):
@@ -35,14 +74,20 @@ class SparkRealizer(Realizer):
         bindings: dict[str, Binding],
         profiles: dict[str, dict[str, dict[str, Any]]],
         apply_timeout_s: float = 60.0,
+        driver_silence_s: float = DRIVER_SILENCE_S,
     ) -> None:
-        """``profiles``: operator -> node type -> ``{name, cores, memoryMiB, speedup}``."""
+        """``profiles``: operator -> node type -> ``{name, cores, memoryMiB, speedup}``; ``apply_timeout_s`` and
+        ``driver_silence_s`` in seconds (see module docstring)."""
         self.bindings = bindings
         self.profiles = profiles
         self.apply_timeout_s = apply_timeout_s
+        self.driver_silence_s = driver_silence_s
 
     def current(self) -> dict[str, Deployment]:
-        return {name: running_deployment(b)[0] for name, b in self.bindings.items()}
+        return {
+            name: ({} if driver_gone(b, self.driver_silence_s) else running_deployment(b)[0])
+            for name, b in self.bindings.items()
+        }
 
     def single_type(self, operator: str, target: Deployment) -> tuple[str, int]:
         """The one node type (and total executors) realising ``target`` (see module docstring)."""
@@ -79,7 +124,14 @@ class SparkRealizer(Realizer):
                 errors.append(str(exc))
                 continue
             profile = {k: v for k, v in self.profiles[op_name][node_type].items() if k != "speedup"}
+            gone = driver_gone(binding, self.driver_silence_s)
+            if gone:  # nothing written: a driver that comes back must not pick up a stale target
+                errors.append(f"operator {op_name!r}: {gone}; nothing applied")
+                details[op_name] = {"driver_gone": gone, "verified": False}
+                continue
             previous = store.desired_of(binding.operator)
+            if not (previous["generation"] > 0 and previous["executors"]):
+                previous = self._running_as_desired(op_name, binding)
             t0 = time.monotonic()
             gen = store.set_desired(binding.operator, n, profile)
             info: dict[str, Any] = {"generation": gen, "executors": n, "node_type": node_type}
@@ -90,10 +142,20 @@ class SparkRealizer(Realizer):
             if ack is not None:
                 info["downtime_s"] = ack.downtime_s
                 downtime = max(downtime, ack.downtime_s)
+            gone = "" if ok else driver_gone(binding, self.driver_silence_s)
+            if gone:  # the driver died meanwhile: restore the previous desired state, no one to wait for
+                errors.append(f"operator {op_name!r}: {error}")
+                info.update(error=error, driver_gone=gone)
+                if previous["executors"]:
+                    info["restored_desired"] = store.set_desired(
+                        binding.operator, previous["executors"], previous["profile"]
+                    )
+                details[op_name] = info
+                continue
             if not ok:
                 errors.append(f"operator {op_name!r}: {error}")
                 info["error"] = error
-                if previous["generation"] > 0 and previous["executors"]:
+                if previous["executors"]:
                     back = store.set_desired(binding.operator, previous["executors"], previous["profile"])
                     info["rollback_generation"] = back
                     rolled_back = True
@@ -112,12 +174,25 @@ class SparkRealizer(Realizer):
             details=details,
         )
 
+    def _running_as_desired(self, operator: str, binding: Binding) -> dict[str, Any]:
+        """What runs now as a desired state (``{"generation": 0, "executors", "profile"}``), for an operator whose
+        driver started from its own settings (nothing desired yet); no executors when it cannot be expressed."""
+        running, _ = running_deployment(binding)
+        live = {t: n for t, n in running.items() if n > 0}
+        if len(live) == 1 and next(iter(live)) in self.profiles.get(operator, {}):
+            node_type, n = next(iter(live.items()))
+            profile = {k: v for k, v in self.profiles[operator][node_type].items() if k != "speedup"}
+            return {"generation": 0, "executors": n, "profile": profile}
+        return {"generation": 0, "executors": None, "profile": None}
+
     def _await(self, binding: Binding, generation: int, n: int, node_type: str):
         """``(ok, error, ack)`` once the agent acknowledged ``generation`` (or a later one) and ``n`` executors
         are running, or the timeout passed."""
         from autoscaler.ingest.models import AppliedAck
 
-        deadline = time.monotonic() + self.apply_timeout_s
+        started = time.monotonic()
+        deadline = started + self.apply_timeout_s
+        next_check = started + LIVENESS_EVERY_S
         ack = None
         while time.monotonic() < deadline:
             ack = (
@@ -127,6 +202,12 @@ class SparkRealizer(Realizer):
             )
             if ack is not None:
                 break
+            if time.monotonic() >= next_check:
+                next_check = time.monotonic() + LIVENESS_EVERY_S
+                gone = driver_gone(binding, self.driver_silence_s)
+                if gone:
+                    waited = time.monotonic() - started
+                    return False, f"no acknowledgement after {waited:.0f} s: {gone}", None
             time.sleep(POLL_S)
         if ack is None:
             return False, f"no acknowledgement from the Spark job within {self.apply_timeout_s:.0f} s", None
