@@ -175,12 +175,14 @@ def test_a_period_change_takes_effect_at_the_next_boundary_and_never_stalls(eage
     assert starts == [T, T + 30, T + 60, T + 90] and not missed(app)
 
 
-def test_metrics_expose_missed_slots_by_reason_and_the_last_tick_age(eager):
+def test_metrics_expose_missed_slots_by_reason_and_the_last_tick_age(eager, settings):
+    settings.METRICS_TOKEN = "scraper-token-for-the-slot-counters"  # /metrics answers the scraper's token
     simulated_pipeline("metrics", n_operators=1, period_s=60.0)
     outages.dispatch_seen(T - 600, 5.0)
     dispatch(now=T + 1)
     dispatch(now=T + 181)
-    text = Client().get("/metrics").content.decode()
+    scraper = {"Authorization": "Bearer scraper-token-for-the-slot-counters"}
+    text = Client().get("/metrics", headers=scraper).content.decode()
     lab = 'application="metrics",owner="control"'
     assert f'autoscaler_control_missed_slots_total{{{lab},reason="broker_down"}} 2' in text
     assert f'autoscaler_control_missed_slots_total{{{lab},reason="database_down"}} 0' in text

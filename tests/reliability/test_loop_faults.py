@@ -159,7 +159,7 @@ def test_kill_9_of_the_worker_mid_tick_three_times(rig: Rig):
     report("kill -9 of the worker mid-tick (3 times)", a, recoveries, period)
 
 
-def test_duplicate_late_and_early_ticks(rig: Rig):
+def test_duplicate_late_and_early_ticks(rig: Rig, settings):
     period = 4.0
     app = simulated_pipeline("rel-dup", n_operators=2, period_s=period, rate_scale=BUSY)
     rig.beat()
@@ -201,7 +201,9 @@ def test_duplicate_late_and_early_ticks(rig: Rig):
     control = ApplicationControl.objects.get(application=app)
     assert control.duplicate_ticks_total >= 2
     assert SimulatedEngine.objects.get(application=app).applies >= applies_before
-    text = Client().get("/metrics").content.decode()
+    settings.METRICS_TOKEN = "scraper-token-for-the-fault-suite"  # /metrics answers the scraper's token
+    scraper = {"Authorization": "Bearer scraper-token-for-the-fault-suite"}
+    text = Client().get("/metrics", headers=scraper).content.decode()
     labels = 'application="rel-dup",owner="control"'
     stale = control.missed_slots.get("stale", 0)  # the late tick, and any tick a loaded machine ran too late
     assert stale >= 1 and f'autoscaler_control_missed_slots_total{{{labels},reason="stale"}} {stale}' in text
