@@ -270,6 +270,11 @@ AUTOSCALER_ENGINE_ENDPOINTS = [
 ]
 
 
+#: directories whose files a simulated application may name as its ``spec.connector.trace`` (absolute paths,
+#: separated by ``os.pathsep``); empty: only the traces shipped in ``connectors/traces/``
+AUTOSCALER_TRACE_DIRS = [d for d in os.environ.get("AUTOSCALER_TRACE_DIRS", "").split(os.pathsep) if d.strip()]
+
+
 def _check_endpoints(endpoints: list[str]) -> None:
     from connectors.endpoints import EndpointError, parse_endpoint
 

@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import time
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
-import numpy as np
 from django.core.exceptions import ObjectDoesNotExist
 
 from connectors.base import (
@@ -38,8 +36,8 @@ from connectors.simulated import (
     SimulatedMonitor,
     SimulatedRealizer,
 )
+from connectors.traces import TraceNotAllowed, read_rates, resolve_trace
 
-TRACES_DIR = Path(__file__).resolve().parent / "traces"
 #: service time (s) of operators the control plane does not scale (no Deployment): never a bottleneck
 UNMANAGED_SERVICE_S = 1e-6
 DEFAULT_SERVICE_S = 1.0 / 180.0
@@ -50,17 +48,20 @@ class ConnectorUnavailable(ValueError):
 
 
 @lru_cache(maxsize=16)
-def load_trace_rates(name_or_path: str) -> tuple[float, ...]:
-    """Rates (tuples/s, one per period) of a shipped trace name or a file path."""
-    path = TRACES_DIR / f"{name_or_path}.txt"
-    if not path.exists():
-        path = Path(name_or_path)
-    if not path.exists():
-        raise ValueError(f"connector.trace: no shipped trace or file named {name_or_path!r}")
-    rates = np.loadtxt(path, dtype=float, ndmin=1)
-    if rates.size == 0:
-        raise ValueError(f"connector.trace: {name_or_path!r} has no rates")
-    return tuple(float(r) for r in rates)
+def load_trace_rates(name_or_path: str, allowed_dirs: tuple[str, ...] = ()) -> tuple[float, ...]:
+    """Rates (tuples/s, one per period) of a shipped trace name or of a file under ``allowed_dirs``
+    (``connectors.traces``); ``ValueError`` names ``connector.trace`` and the reason."""
+    try:
+        return read_rates(resolve_trace(name_or_path, allowed_dirs))
+    except TraceNotAllowed as exc:
+        raise ValueError(f"connector.trace: {exc}") from None
+
+
+def allowed_trace_dirs() -> tuple[str, ...]:
+    """``settings.AUTOSCALER_TRACE_DIRS``: directories whose files simulated applications may name as trace."""
+    from django.conf import settings as django_settings
+
+    return tuple(str(d) for d in getattr(django_settings, "AUTOSCALER_TRACE_DIRS", ()) or ())
 
 
 class DbEngineStore:
@@ -210,7 +211,7 @@ def simulated_application(application) -> tuple[SimulatedApplication, dict[str, 
         operators=sim_ops,
         streams=streams,
         speedups=speedups,
-        trace=load_trace_rates(str(settings.get("trace", "taxi_last_month"))),
+        trace=load_trace_rates(str(settings.get("trace", "taxi_last_month")), allowed_trace_dirs()),
         rate_scale=float(settings.get("rateScale", 1.0)),
         noise=float(settings.get("noise", 0.0)),
         seed=int(settings.get("seed", 0)),

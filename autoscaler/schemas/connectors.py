@@ -7,7 +7,9 @@ Every engine address (Spark ``master`` unless ``local[n]``, ``uiUrl``, ``operato
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_validator
+
+from connectors.traces import TraceNotAllowed, resolve_trace
 
 from .common import SpecModel
 from .errors import FieldError, from_pydantic
@@ -62,7 +64,8 @@ class FlinkSettings(SpecModel):
 class SimulatedSettings(SpecModel):
     """The built-in simulated engine (see ``connectors.simulated.settings_schema``).
 
-    ``trace``: trace name shipped with the project or a file path (tuples/s per line); ``rateScale``: multiplier
+    ``trace``: trace name shipped with the project, or the absolute path of a file (tuples/s per line) under a
+    directory of the ``AUTOSCALER_TRACE_DIRS`` setting (any other path is refused); ``rateScale``: multiplier
     of the trace rates; ``noise``: relative std of measured rates; ``seed``; ``downtimeS``: downtime of one
     reconfiguration (s).
     """
@@ -72,6 +75,18 @@ class SimulatedSettings(SpecModel):
     noise: float = Field(default=0.0, ge=0)
     seed: int = 0
     downtime_s: float = Field(default=0.0, ge=0, alias="downtimeS")
+
+    @field_validator("trace")
+    @classmethod
+    def _trace_allowed(cls, trace: str) -> str:
+        """A shipped trace name or a file under an allowed directory (``connectors.traces``)."""
+        from django.conf import settings
+
+        try:
+            resolve_trace(trace, getattr(settings, "AUTOSCALER_TRACE_DIRS", ()) or ())
+        except TraceNotAllowed as exc:
+            raise ValueError(str(exc)) from None
+        return trace
 
 
 ENGINE_SETTINGS: dict[str, type[BaseModel]] = {
