@@ -8,36 +8,18 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from django.db import connection
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.celery_procs import CeleryProcess, database_url, free_port, port_open, start_redis, wait_until
+
 REDIS_URL = os.environ.get("CONTROL_TEST_REDIS", "redis://127.0.0.1:6379/7")
 #: the worker tests here send ticks of made-up slots (10, 11, ...) by hand, i.e. replays of slots long past: the
 #: staleness rule is off for them (tests/reliability runs workers with the rule on, on the real clock)
 REPLAY_ENV = {"AUTOSCALER_STALE_AFTER_PERIODS": "0"}
-
-
-def _redis_up(host: str, port: int) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def queue_name() -> str:
@@ -45,20 +27,13 @@ def queue_name() -> str:
     return f"control-tests-{connection.settings_dict['NAME']}"
 
 
-def database_url() -> str:
-    s = connection.settings_dict
-    auth = s["USER"] + (f":{s['PASSWORD']}" if s.get("PASSWORD") else "")
-    return f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
-
-
-class Worker:
-    """One ``celery worker`` process (solo pool: the task runs in the process we signal)."""
+class Worker(CeleryProcess):
+    """One ``celery worker`` process (solo pool: the task runs in the process we signal) on the test queue."""
 
     def __init__(
         self, name: str, broker: str, log_dir: Path, extra_env: dict[str, str] | None = None
     ) -> None:
         self.name = name
-        self.log = log_dir / f"{name}.log"
         env = dict(os.environ)
         env.update(
             DATABASE_URL=database_url(),
@@ -67,49 +42,9 @@ class Worker:
             PYTHONUNBUFFERED="1",
         )
         env.update(extra_env if extra_env is not None else REPLAY_ENV)
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "autoscaler",
-                "worker",
-                "--pool=solo",
-                "-l",
-                "info",
-                "-n",
-                f"{name}@%h",
-                "-Q",
-                queue_name(),
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=self.log.open("w"),
-            stderr=subprocess.STDOUT,
-        )
-        deadline = time.time() + 30
-        while "ready." not in self.log.read_text():
-            if self.proc.poll() is not None or time.time() > deadline:
-                raise RuntimeError(f"worker {name} did not start:\n{self.log.read_text()[-3000:]}")
-            time.sleep(0.1)
-
-    def kill(self) -> None:
-        """SIGKILL: no cleanup, no ack."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        args = ["worker", "--pool=solo", "-l", "info", "-n", f"{name}@%h", "-Q", queue_name()]
+        args += ["--without-gossip", "--without-mingle", "--without-heartbeat"]
+        super().__init__(args, env, log_dir / f"{name}.log", "ready.")
 
 
 @pytest.fixture
@@ -118,7 +53,7 @@ def broker() -> str:
         pytest.skip(
             "worker tests need PostgreSQL (set DATABASE_URL): SQLite cannot be shared by worker processes"
         )
-    if not _redis_up("127.0.0.1", int(REDIS_URL.split(":")[2].split("/")[0])):
+    if not port_open(int(REDIS_URL.split(":")[2].split("/")[0])):
         pytest.skip(f"worker tests need Redis at {REDIS_URL}")
     import redis
 
@@ -161,28 +96,7 @@ def private_redis(tmp_path) -> Iterator[dict]:
     info: dict = {"port": port, "url": f"redis://127.0.0.1:{port}/0", "proc": None}
 
     def start() -> None:
-        info["proc"] = subprocess.Popen(
-            [
-                exe,
-                "--port",
-                str(port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(tmp_path),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.time() + 10
-        while not _redis_up("127.0.0.1", port):
-            if time.time() > deadline:
-                raise RuntimeError("private redis did not start")
-            time.sleep(0.05)
+        info["proc"] = start_redis(exe, port, tmp_path)
 
     def stop() -> None:
         proc = info["proc"]
@@ -197,8 +111,4 @@ def private_redis(tmp_path) -> Iterator[dict]:
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float = 30.0, what: str = "condition") -> None:
-    deadline = time.time() + timeout
-    while not predicate():
-        if time.time() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.1)
+    wait_until(predicate, timeout, what)
