@@ -115,6 +115,12 @@ FLINK_JOB = dict(trace_start=600, steps=100, step_s=4.0, rate_scale=0.5, duratio
                  cost_ms=1.0, parallelism=2, job_name="wc-fault")  # fmt: skip
 
 
+@pytest.fixture(autouse=True)
+def declared_endpoints(settings):
+    """Staff declare the test Flink cluster's JobManager (a free port on 127.0.0.1) as an engine endpoint."""
+    settings.AUTOSCALER_ENGINE_ENDPOINTS = ["http://127.0.0.1:1024-65535"]
+
+
 @pytest.fixture(scope="module")
 def flink_cluster(tmp_path_factory):
     from connectors.flink.cluster import FlinkCluster, FlinkClusterError, TaskManagerProfile, flink_home
@@ -255,7 +261,12 @@ spec:
 apiVersion: autoscaler/v1
 kind: Region
 metadata: {{name: spark-fault-region}}
-spec: {{catalog: sparkfaultcat, maxNodes: 4, maxNewNodesPerPeriod: 2}}
+spec:
+  catalog: sparkfaultcat
+  maxNodes: 4
+  maxNewNodesPerPeriod: 2
+  # the test cluster's master and the driver's UI take free ports on 127.0.0.1
+  endpoints: ["spark://127.0.0.1:1024-65535", "http://127.0.0.1:1024-65535"]
 ---
 apiVersion: autoscaler/v1
 kind: Application
