@@ -25,6 +25,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,6 +34,9 @@ from typing import Any
 from connectors.infrastructure import Node, NodeProvider, NodeSpec, ProviderError
 from connectors.spark.cluster import master_json, process_alive, start_worker, stop_group
 from connectors.spark.placement import resource_name, typed_workers
+
+#: how long ``release`` waits for the master to drop the stopped workers from its ALIVE list (s, upper bound)
+RELEASE_DEREGISTER_S = 30.0
 
 
 def _default_state_dir() -> Path:
@@ -152,6 +156,7 @@ class SparkWorkerProvider(NodeProvider):
             )
         alive = self._master_workers()
         stopped = []
+        gone: set[int] = set()
         with self._state() as state:
             for node_id in node_ids:
                 entry = state.get(node_id)
@@ -164,7 +169,22 @@ class SparkWorkerProvider(NodeProvider):
                     stop_group(int(entry["pid"]))
                 del state[node_id]
                 stopped.append(node_id)
+                gone.add(int(entry["webui_port"]))
+        self._wait_until_deregistered(gone)
         return stopped
+
+    def _wait_until_deregistered(self, ports: set[int]) -> None:
+        """Wait (at most ``RELEASE_DEREGISTER_S`` seconds) until the master lists none of the stopped workers'
+        ports as ALIVE: it notices a dead worker asynchronously, and until then ``nodes()`` would show a released
+        worker as an unmanaged node of the region."""
+        deadline = time.monotonic() + RELEASE_DEREGISTER_S
+        while ports and time.monotonic() < deadline:
+            try:
+                if not ports & set(self._master_workers()):
+                    return
+            except ProviderError:
+                return  # the master is gone: nothing lists the workers any more
+            time.sleep(0.2)
 
     def stop_all(self) -> list[str]:
         """Stop every worker this region's provider started, busy or not (tests, demo shutdown)."""
