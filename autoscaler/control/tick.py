@@ -222,14 +222,19 @@ def _decide(
 
 
 def _record_out_of_order(tick: Tick, control: ApplicationControl, start_s: float) -> None:
+    _mark_stale(
+        tick,
+        control,
+        f"skipped: stale (out of order: slot starting at {start_s:.3f} s, a slot starting at "
+        f"{control.learned_slot_start_s:.3f} s was already decided); nothing applied, nothing learned",
+    )
+
+
+def _mark_stale(tick: Tick, control: ApplicationControl, detail: str) -> None:
+    """Record ``tick`` as ``missed`` (reason ``stale``, ``detail`` as its error) and count it (locks held)."""
     from autoscaler.control.slots import Reason, count_missed
 
-    tick.status = Tick.Status.MISSED
-    tick.reason = Reason.STALE
-    tick.error = (
-        f"skipped: stale (out of order: slot starting at {start_s:.3f} s, a slot starting at "
-        f"{control.learned_slot_start_s:.3f} s was already decided); nothing applied, nothing learned"
-    )
+    tick.status, tick.reason, tick.error = Tick.Status.MISSED, Reason.STALE, detail
     tick.finished_at = timezone.now()
     tick.save()
     count_missed(control, {Reason.STALE: 1})
@@ -246,8 +251,6 @@ def skip_stale_tick(application_id: int, slot: int, period_s: float, age_s: floa
 
 def _skip_stale(app: Application, slot: int, period_s: float, age_s: float) -> str:
     """``skip_stale_tick`` with the application's lock held."""
-    from autoscaler.control.slots import Reason, count_missed
-
     detail = (
         f"skipped: stale (the tick began {age_s:.1f} s after its slot began; period {period_s:g} s); "
         "nothing applied, nothing learned"
@@ -261,11 +264,7 @@ def _skip_stale(app: Application, slot: int, period_s: float, age_s: float) -> s
             return tick.status
         if tick is None or tick.status == Tick.Status.RUNNING:
             tick = tick or Tick(application=app, slot=slot, period_s=period_s, dry_run=app.dry_run)
-            tick.status, tick.reason, tick.error = Tick.Status.MISSED, Reason.STALE, detail
-            tick.finished_at = timezone.now()
-            tick.save()
-            count_missed(control, {Reason.STALE: 1})
-            control.save()
+            _mark_stale(tick, control, detail)
             return tick.status
     _, connector = definitions(app)
     _finish_apply(app, tick.pk, connector, time.time(), reconcile=True, same_slot=False)
