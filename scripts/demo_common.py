@@ -103,14 +103,52 @@ def print_decisions(app, seen: int) -> tuple[int, int]:
     return seen, complete
 
 
+def slo_line(app) -> str | None:
+    """One line with the application's running SLO summary (all periods so far and the sliding window):
+    violations and reconfigurations as % of periods against eta_V / eta_R, cost in $/h; None before a period."""
+    from autoscaler.control.aggregates import summary
+    from autoscaler.control.models import ApplicationControl
+
+    control = ApplicationControl.objects.filter(application=app).select_related("application").first()
+    if control is None or not control.periods:
+        return None
+    s = summary(control)
+
+    def pct(x: float | None) -> str:
+        return "n/a" if x is None else f"{100.0 * x:.1f} %"
+
+    w = s["window"]
+    cost = s["cost_per_hour"]
+    flag = "within budget" if s["within_eta_v"] and s["within_eta_r"] else "OVER BUDGET"
+    return (
+        f"SLO {app.name}: {s['periods']} periods, violations {pct(s['violation_fraction'])} "
+        f"(window {pct(w['violation_fraction'])}, eta_V {pct(s['eta_v'])}), reconfigurations "
+        f"{pct(s['reconfiguration_fraction'])} (window {pct(w['reconfiguration_fraction'])}, eta_R "
+        f"{pct(s['eta_r'])}), cost " + ("n/a" if cost is None else f"{cost:.3f} $/h") + f": {flag}"
+    )
+
+
+def print_slo(app, last_periods: int) -> int:
+    """Print :func:`slo_line` when a period was recorded since ``last_periods``; returns the period count."""
+    from autoscaler.control.models import ApplicationControl
+
+    periods = ApplicationControl.objects.filter(application=app).values_list("periods", flat=True).first() or 0
+    if periods != last_periods:
+        line = slo_line(app)
+        if line:
+            print(line, flush=True)
+    return periods
+
+
 def watch(app, procs: list[subprocess.Popen], seconds: float, started: float) -> int:
     """Print decisions until ``seconds`` after ``started`` (0: until Ctrl-C/SIGTERM) or until a process of
     ``procs`` exits; returns how many decisions had complete metrics."""
-    seen = complete = 0
+    seen = complete = periods = 0
     try:
         while not seconds or time.time() - started < seconds:
             seen, new_complete = print_decisions(app, seen)
             complete += new_complete
+            periods = print_slo(app, periods)
             dead = [p for p in procs if p.poll() is not None]
             if dead:
                 print(f"demo: a process exited ({dead[0].args[:4]}); stopping", file=sys.stderr, flush=True)

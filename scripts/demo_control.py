@@ -22,6 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from demo_common import print_slo  # noqa: E402 - scripts/ is on sys.path when run as a script
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -76,7 +78,7 @@ def main() -> int:
         f"http://127.0.0.1:{args.port}/metrics; Ctrl-C to stop",
         flush=True,
     )
-    seen = 0
+    seen = periods = 0
     started = time.time()
     try:
         while not args.seconds or time.time() - started < args.seconds:
@@ -92,6 +94,7 @@ def main() -> int:
                     f"{d.deployment} -> {explanation.get('action', '-')!s:<28} {d.outcome:<9} {d.reason[:60]}",
                     flush=True,
                 )
+            periods = print_slo(app, periods)
             if any(p.poll() is not None for p in procs):
                 print("demo: a process exited; stopping", file=sys.stderr)
                 return 1

@@ -20,5 +20,8 @@ def test_demo_runs_spark_under_rl_control_and_stops_everything(run_demo):
         assert obs["input_rate"] is not None and obs["input_rate"] >= 0
         assert obs["deployment"]  # the deployment in place was observed
     assert {name for name, _, _ in demo.decisions} == {"splitter", "counter"}
+    # the running SLO summary line: violations and reconfigurations against the budgets, cost
+    slo = [line for line in demo.output.splitlines() if line.startswith("SLO demo-wordcount: ")]
+    assert slo and "eta_V 5.0 %" in slo[-1] and "$/h" in slo[-1], demo.output[-2000:]
     assert (demo.var / "spark-demo" / "wordcount" / "top.json").is_file()  # the pipeline produced its output
     assert not demo.leftover, "processes survived the demo:\n" + "\n".join(demo.leftover)
