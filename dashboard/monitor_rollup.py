@@ -7,7 +7,8 @@ Columns (units):
 - ``rate``: source rate entering the first scaled operators (tuples/s; the largest over them, as the AM's BO
   reads it); ``capacity``: the largest source rate the deployment in place sustains (tuples/s): the minimum
   over scaled operators of capacity / rate gain, capacity measured as processing rate / utilisation when the
-  utilisation is >= 5 %, else from the operator's queue model;
+  utilisation is >= 5 %, else from the queue model of the operator's declared ``serviceTimeMs`` (unknown, NaN,
+  when it declares none: no assumed service time);
 - ``rt_ms``: end-to-end response time (worst path, ms; inf when an operator is unstable);
 - ``violated``, ``reconfigured``, ``no_data``: 0/1 flags (``violated`` NaN in a no-data period);
 - ``cost``: resource cost of the period (currency); ``cost:<type>``: its share per node type;
@@ -54,7 +55,7 @@ EVENT_OUTCOMES = frozenset(
 def _static(app: Application) -> dict[str, Any]:
     """What the rollup needs from the definitions: managed operators, their rate gains, queue models, prices."""
     from autoscaler.control.am import managed_application
-    from autoscaler.control.topology import DEFAULT_SERVICE_S, topology
+    from autoscaler.control.topology import topology
     from policies.model import QueueModel
 
     topo = topology(app)
@@ -63,8 +64,9 @@ def _static(app: Application) -> dict[str, Any]:
     roots = [n for n, g in zip(names, gains, strict=True) if g == 1.0] or names[:1]
     models = {}
     for op in topo.operators:
-        mean = op.service_time_ms / 1000.0 if op.service_time_ms else DEFAULT_SERVICE_S
-        models[op.name] = QueueModel(mean, mean * mean / 2.0)
+        if op.service_time_ms:  # declared by the user; otherwise only the measured capacity is shown
+            mean = op.service_time_ms / 1000.0
+            models[op.name] = QueueModel(mean, mean * mean / 2.0)
     return {
         "names": names,
         "ids": {op.pk: op.name for op in topo.operators},
@@ -120,7 +122,7 @@ def _row(tick: dict[str, Any], decisions: list[tuple], st: dict[str, Any]) -> di
         util, proc = m.get("utilisation"), m.get("processing_rate")
         if util is not None and proc is not None and util >= 0.05:
             cap = float(proc) / float(util)
-        elif dep:
+        elif dep and name in st["models"]:
             k = np.array([dep.get(t, 0) for t in st["types"]])
             s = np.array([st["speedups"][t] for t in st["types"]])
             cap = float(st["models"][name].capacity(k, s))
