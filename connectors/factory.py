@@ -30,6 +30,7 @@ from connectors.base import (
 from connectors.endpoints import AllowList, refused_urls
 from connectors.refused import RefusedConnector
 from connectors.simulated import (
+    SIMULATED_SERVICE_MS,
     SimOperator,
     SimulatedApplication,
     SimulatedConnector,
@@ -40,7 +41,6 @@ from connectors.traces import TraceNotAllowed, read_rates, resolve_trace
 
 #: service time (s) of operators the control plane does not scale (no Deployment): never a bottleneck
 UNMANAGED_SERVICE_S = 1e-6
-DEFAULT_SERVICE_S = 1.0 / 180.0
 
 
 class ConnectorUnavailable(ValueError):
@@ -199,10 +199,11 @@ def simulated_application(application) -> tuple[SimulatedApplication, dict[str, 
     speedups = {t.name: float(t.speedup) for t in types}
     first_type = sorted(types, key=lambda t: (t.catalog_id, t.position))[0].name
     sim_ops = []
+    default_ms = float(settings.get("serviceTimeMs", SIMULATED_SERVICE_MS))
     initial: dict[str, Deployment] = {}
     for op in operators:
         managed = op.name in deployments
-        mean = (op.service_time_ms / 1000.0 if op.service_time_ms else DEFAULT_SERVICE_S) if managed else None
+        mean = (op.service_time_ms or default_ms) / 1000.0 if managed else None
         mean = mean if mean is not None else UNMANAGED_SERVICE_S
         sim_ops.append(SimOperator(op.name, op.kind, mean, mean * mean / 2.0, "mg1", float(op.selectivity)))
         initial[op.name] = deployments.get(op.name, {first_type: 1})

@@ -69,18 +69,24 @@ class JsonFileStore:
         tmp.replace(self.path)
 
 
+#: the simulated engine's mean service time per tuple on a speedup-1 node (ms) for a scaled operator whose
+#: manifest declares none (connector setting ``serviceTimeMs``); a property of the simulated system only
+SIMULATED_SERVICE_MS = 5.0
+
+
 @dataclass
 class SimOperator:
     """One operator of the simulated application.
 
-    ``service_mean_s``: mean service time on a speedup-1 node (s); ``service_var_s2``: its variance (s^2);
-    ``selectivity``: output tuples per input tuple.
+    ``service_mean_s``: mean service time on a speedup-1 node (s); ``service_var_s2``: its variance (s^2; M/G/1
+    with the variance of an exponential over two, mean^2 / 2, when not given); ``selectivity``: output tuples per
+    input tuple.
     """
 
     name: str
     kind: str = "operator"
-    service_mean_s: float = 1.0 / 180.0
-    service_var_s2: float = (1.0 / 180.0) ** 2 / 2.0
+    service_mean_s: float = SIMULATED_SERVICE_MS / 1000.0
+    service_var_s2: float = (SIMULATED_SERVICE_MS / 1000.0) ** 2 / 2.0
     queue: str = "mg1"
     selectivity: float = 1.0
 
@@ -261,4 +267,9 @@ def settings_schema() -> dict[str, Any]:
         "noise": (float, 0.0, "relative standard deviation of measured rates"),
         "seed": (int, 0, "seed of the measurement noise"),
         "downtimeS": (float, 0.0, "simulated downtime of one reconfiguration (s)"),
+        "serviceTimeMs": (
+            float,
+            SIMULATED_SERVICE_MS,
+            "mean service time per tuple on a speedup-1 node (ms) of scaled operators declaring none",
+        ),
     }

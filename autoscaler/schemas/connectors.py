@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
+from connectors.simulated import SIMULATED_SERVICE_MS
 from connectors.traces import TraceNotAllowed, resolve_trace
 
 from .common import SpecModel
@@ -67,7 +68,9 @@ class SimulatedSettings(SpecModel):
     ``trace``: trace name shipped with the project, or the absolute path of a file (tuples/s per line) under a
     directory of the ``AUTOSCALER_TRACE_DIRS`` setting (any other path is refused); ``rateScale``: multiplier
     of the trace rates; ``noise``: relative std of measured rates; ``seed``; ``downtimeS``: downtime of one
-    reconfiguration (s).
+    reconfiguration (s); ``serviceTimeMs``: the simulated engine's mean service time per tuple on a speedup-1 node
+    (ms) for scaled operators that declare no ``serviceTimeMs`` of their own (a property of the simulated system,
+    never read by the control loop, which learns service times from the metrics).
     """
 
     trace: str = "taxi_last_month"
@@ -75,6 +78,7 @@ class SimulatedSettings(SpecModel):
     noise: float = Field(default=0.0, ge=0)
     seed: int = 0
     downtime_s: float = Field(default=0.0, ge=0, alias="downtimeS")
+    service_time_ms: float = Field(default=SIMULATED_SERVICE_MS, gt=0, le=60_000.0, alias="serviceTimeMs")
 
     @field_validator("trace")
     @classmethod
