@@ -181,6 +181,7 @@ def application_spec(app: m.Application) -> ApplicationSpec:
                 "selectivity": op.selectivity,
                 "engine_object": op.engine_object,
                 "service_time_ms": op.service_time_ms,
+                "expected_peak_rate": op.expected_peak_rate,
             }
             for op in operators
         ],
@@ -328,6 +329,7 @@ def _write_application(name: str, spec: ApplicationSpec, obj: m.Application | No
                 "selectivity": op.selectivity,
                 "engine_object": op.engine_object,
                 "service_time_ms": op.service_time_ms,
+                "expected_peak_rate": op.expected_peak_rate,
             },
         )
     m.Stream.objects.bulk_create(

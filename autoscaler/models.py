@@ -136,6 +136,7 @@ class Operator(models.Model):
     selectivity = models.FloatField(default=1.0)
     engine_object = models.CharField(max_length=255, null=True, blank=True)
     service_time_ms = models.FloatField(null=True, blank=True)
+    expected_peak_rate = models.FloatField(null=True, blank=True)  # tuples/s, a hint for the rate range
 
     class Meta:
         ordering = ["application", "position"]

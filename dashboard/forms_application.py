@@ -87,7 +87,8 @@ class OperatorRow(forms.Form):
     max_parallelism = number("K_max", "maximum replicas", step="1")
     selectivity = number("Selectivity", "output tuples per input tuple")
     engine_object = text("Engine object", "stage / vertex / query name")
-    service_time_ms = number("Service time (ms)", "optional, per tuple on a speedup-1 node")
+    service_time_ms = number("Service time (ms)", "optional hint, per tuple on a speedup-1 node")
+    expected_peak_rate = number("Expected peak rate (tuples/s)", "optional hint for the initial rate range")
 
 
 class StreamRow(forms.Form):
@@ -128,6 +129,7 @@ OPERATOR_FIELDS = {
     "selectivity": "selectivity",
     "engineObject": "engine_object",
     "serviceTimeMs": "service_time_ms",
+    "expectedPeakRate": "expected_peak_rate",
 }
 
 
@@ -258,6 +260,7 @@ def _initial(doc: dict[str, Any]) -> tuple[dict, list, list, list]:
             "selectivity": _fmt(o.get("selectivity")),
             "engine_object": o.get("engineObject") or "",
             "service_time_ms": _fmt(o.get("serviceTimeMs")),
+            "expected_peak_rate": _fmt(o.get("expectedPeakRate")),
         }
         for o in spec["operators"]
     ]

@@ -21,7 +21,10 @@ POLICY_LEVELS = ("om", "am", "rm", "im")
 class OperatorSpec(SpecModel):
     """One operator. ``maxParallelism``: K_max (>= 1); ``selectivity``: output tuples per input tuple (>= 0);
     ``engineObject``: what the operator maps to in the engine (stage, vertex or query name);
-    ``serviceTimeMs``: optional mean service time per tuple on a speedup-1 node (ms), a hint for model-based policies.
+    ``serviceTimeMs``: optional mean service time per tuple on a speedup-1 node (ms), a hint the operator's
+    manager starts from before it has learned the service time from the metrics; ``expectedPeakRate``: optional
+    input rate (tuples/s) the operator is expected to peak at, a hint for the initial range of the managers' rate
+    levels (without it the range is learned from the first rates; either way it grows when rates leave it).
     """
 
     name: Name
@@ -30,6 +33,7 @@ class OperatorSpec(SpecModel):
     selectivity: float = Field(default=1.0, ge=0)
     engine_object: str | None = None
     service_time_ms: float | None = Field(default=None, gt=0)
+    expected_peak_rate: float | None = Field(default=None, gt=0, le=1e9)
 
 
 class PathSLO(SpecModel):

@@ -27,6 +27,8 @@ def applications(draw) -> dict:
             op["selectivity"] = draw(st.floats(0, 10, allow_nan=False))
         if draw(st.booleans()):
             op["serviceTimeMs"] = draw(st.floats(0.01, 1000, allow_nan=False))
+        if draw(st.booleans()):
+            op["expectedPeakRate"] = draw(st.floats(0.01, 1e6, allow_nan=False))
         operators.append(op)
     operators.append({"name": "sink", "kind": "sink"})
     engine = draw(st.sampled_from(["spark", "flink", "simulated"]))

@@ -115,6 +115,23 @@ def test_k_max_below_one():
     assert "greater than or equal to 1" in errors_of(doc)["spec.operators[1].maxParallelism"]
 
 
+@pytest.mark.parametrize(("field", "value"), [("expectedPeakRate", 0), ("expectedPeakRate", -3.0),
+                                               ("serviceTimeMs", 0), ("expectedPeakRate", "lots")])  # fmt: skip
+def test_operator_hints_must_be_positive_numbers(field, value):
+    doc = app()
+    doc["spec"]["operators"][1][field] = value
+    assert f"spec.operators[1].{field}" in errors_of(doc)
+
+
+def test_operator_hints_are_optional_and_kept():
+    doc = app()
+    doc["spec"]["operators"][1].update(expectedPeakRate=2500.0, serviceTimeMs=0.4)
+    valid = validate_document(doc, None)
+    assert valid.spec.operators[1].expected_peak_rate == 2500.0
+    assert valid.spec.operators[1].service_time_ms == 0.4
+    assert validate_document(app(), None).spec.operators[1].expected_peak_rate is None
+
+
 @pytest.mark.parametrize("r_max", [0, -5])
 def test_r_max_not_positive(r_max):
     doc = app(slo={"rMaxMs": r_max})
