@@ -165,7 +165,9 @@ def operator_floor(
         k0 = tuple(int(x) for x in np.asarray(initial).reshape(-1))
         matches = np.flatnonzero((states == np.array(k0)).all(axis=1))
         if matches.size == 0:
-            raise ValueError(f"initial: deployment {list(k0)} is not within k_min..k_max over {speedups.size} types")
+            raise ValueError(
+                f"initial: deployment {list(k0)} is not within k_min..k_max over {speedups.size} types"
+            )
         start = int(matches[0])
     period_cost = states @ prices * period_s / 3600.0  # $ per period of each state
     # lexicographic objective: violations first, then cost (cost of the whole run < 1 after scaling)

@@ -30,7 +30,9 @@ def test_scale_out_follows_the_rate_and_scale_in_one_replica_per_period():
 def test_a_given_start_that_cannot_reach_the_need_in_time_counts_the_unavoidable_violation():
     rates = np.array([5.0, 19.0])
     free = operator_floor(rates, MD1, **ONE)
-    assert free.deployments[:, 0].tolist() == [2, 3] and free.violations == 0 and free.cost == pytest.approx(5.0)
+    assert (
+        free.deployments[:, 0].tolist() == [2, 3] and free.violations == 0 and free.cost == pytest.approx(5.0)
+    )
     fixed = operator_floor(rates, MD1, initial=np.array([1]), **ONE)
     # at most 2 replicas in period 1 (rate 19 needs 3): it violates whatever the controller does, and then the
     # cheapest is not to pay for a second replica that does not help
@@ -109,4 +111,6 @@ def test_state_count_matches_the_enumeration():
 
     for n_res, lo, hi in [(1, 1, 5), (2, 2, 4), (3, 1, 10), (4, 3, 6)]:
         assert len(deployment_states(n_res, lo, hi)) == count_states(n_res, lo, hi)
-        assert len({tuple(r) for r in deployment_states(n_res, lo, hi).tolist()}) == count_states(n_res, lo, hi)
+        assert len({tuple(r) for r in deployment_states(n_res, lo, hi).tolist()}) == count_states(
+            n_res, lo, hi
+        )
