@@ -30,6 +30,7 @@ from django.test.utils import override_settings
 from autoscaler.benchloop.scenarios import CATALOG, OWNER, Scenario, documents, region_name
 from autoscaler.control import tasks
 from autoscaler.control.models import ApplicationControl, Decision, Tick
+from autoscaler.control.regions import region_period_s
 from autoscaler.control.tick import forget_definitions, slot_of
 from autoscaler.control.topology import naive_configuration, topology
 from autoscaler.manifests import apply_documents
@@ -110,6 +111,11 @@ def cleanup(scenario_names: list[str] | None = None) -> None:
     forget_definitions()
 
 
+def pause_all() -> None:
+    """Pause the ``bench-loop`` user's applications (kept to look at: no dispatcher may tick them later)."""
+    Application.objects.filter(owner__username=OWNER).update(state=Application.State.PAUSED)
+
+
 def _run_task(task, args: tuple) -> Any:
     """Run a Celery task function eagerly in this process; a failure raises ``LoopError`` with its cause."""
     result = task.apply(args=args)
@@ -163,11 +169,10 @@ def run_scenario(
                 run.am_s += time.perf_counter() - t0
                 run.am_tunings += 1
                 am_last[app.pk] = am_slot
-            # the region's RM period: its own, else the shortest OM period of its running applications
-            period = min(float(a.om_period_s) for a in apps)
+            # the region's RM period (its own, else the shortest OM period of its running applications)
             now_s = (first[apps[0].pk] + p) * float(apps[0].om_period_s)
             t0 = time.perf_counter()
-            _run_task(tasks.region_step, (region.pk, slot_of(now_s, period)))
+            _run_task(tasks.region_step, (region.pk, slot_of(now_s, region_period_s(region))))
             run.region_s += time.perf_counter() - t0
             run.region_steps += 1
         run.wall_s = time.perf_counter() - started
