@@ -1,0 +1,102 @@
+"""``manage.py bench_loop``: its JSON on a short scenario, its per-period record against the control loop's own
+aggregates, the recovery measure, and the simulated demo's application within its SLO budgets after the warm-up."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from django.core.management import call_command
+
+from autoscaler.benchloop.report import JSON_KEYS, app_result, recovery
+from autoscaler.benchloop.runner import OWNER, cleanup, run_scenario
+from autoscaler.benchloop.scenarios import SCENARIOS, flash_trace, ramp_trace, step_trace
+from autoscaler.control.models import ApplicationControl
+from autoscaler.models import Application, Region
+
+pytestmark = pytest.mark.django_db
+
+
+def bench_json(*args: str) -> list[dict]:
+    out = io.StringIO()
+    call_command("bench_loop", "--json", "--no-baseline", *args, stdout=out, stderr=io.StringIO())
+    return [json.loads(line) for line in out.getvalue().splitlines() if line.strip()]
+
+
+def test_json_has_exactly_the_keys_and_types_on_a_short_scenario():
+    rows = bench_json("--scenario", "step", "--periods", "12", "--warmup", "3")
+    assert len(rows) == 1
+    row = rows[0]
+    assert list(row) == list(JSON_KEYS)
+    assert row["app"] == "step-pipeline" and row["scenario"] == "step"
+    assert row["periods"] == 9 and row["warmup"] == 3
+    for key in ("violations_pct", "eta_v_pct", "reconfigurations_pct", "eta_r_pct", "cost"):
+        assert isinstance(row[key], float | int) and not isinstance(row[key], bool), key
+        assert row[key] >= 0, key
+    assert 0 <= row["violations_pct"] <= 100 and 0 <= row["reconfigurations_pct"] <= 100
+    assert row["eta_v_pct"] == 5.0 and row["eta_r_pct"] == 10.0
+    assert isinstance(row["floor_cost"], float) and row["floor_cost"] > 0
+    assert row["cost_vs_floor"] == pytest.approx(row["cost"] / row["floor_cost"], rel=1e-2)
+    # the step comes at period 12 // 3 = 4: the recovery is a count of periods, or None if never recovered
+    assert row["recovery_periods"] is None or isinstance(row["recovery_periods"], int)
+    # 9 periods of 60 s of at least 3 replicas at >= $0.7/h
+    assert row["cost"] >= 9 * 3 * 0.7 * 60 / 3600 - 1e-9
+    # nothing is left behind
+    assert not Application.objects.filter(owner__username=OWNER).exists()
+    assert not Region.objects.filter(name__startswith="bench-loop-").exists()
+
+
+def test_policy_override_goes_through_the_manifest_and_is_validated():
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match="manifests were refused"):
+        bench_json("--scenario", "step", "--periods", "2", "--warmup", "0", "--policy", "no-such-policy")
+    rows = bench_json("--scenario", "step", "--periods", "3", "--warmup", "0", "--policy", "threshold")
+    assert rows[0]["periods"] == 3
+
+
+def test_the_record_matches_the_control_loops_aggregates(tmp_path):
+    run = run_scenario(SCENARIOS["step"], 15, tmp_path)
+    try:
+        (rec,) = run.apps
+        control = ApplicationControl.objects.get(application_id=rec.app_id)
+        done = [s == "done" for s in rec.status]
+        assert control.periods == sum(done) == 15
+        assert control.violated_periods == sum(v for v, d in zip(rec.violated, done, strict=True) if d)
+        assert control.reconfigured_periods == sum(rec.reconfigured)
+        assert control.total_cost == pytest.approx(sum(rec.cost))
+        # the engine's rates are the trace's: 150 tuples/s, then 450 from period 5 on
+        assert rec.rates["op0"][:5] == [150.0] * 5 and rec.rates["op0"][5:] == [450.0] * 10
+        result = app_result("step", rec, warmup=5, change=5)
+        assert result.periods == 10 and result.floor_cost is not None
+        assert result.extra["floor"]["violations"] == 0  # 450 tuples/s fit in K_max = 10 within the bound
+    finally:
+        cleanup()
+
+
+def test_recovery_counts_periods_until_the_application_stays_within_r_max():
+    v = [False, False, True, True, False, True, False, False, False, False, False]
+    done = [True] * len(v)
+    assert recovery(v, done, 2, hold=5) == 4  # back within R_max at period 6 for good
+    assert recovery(v, done, 2, hold=1) == 2
+    assert recovery(v, done, None) is None
+    assert recovery([True] * 6, [True] * 6, 1) is None
+    assert recovery([False] * 6, [True] * 6, 3) == 0
+
+
+def test_generated_traces():
+    assert step_trace(6, 1.0, 3.0, 2).tolist() == [1, 1, 3, 3, 3, 3]
+    assert flash_trace(6, 1.0, 5.0, 2, 2).tolist() == [1, 1, 5, 5, 1, 1]
+    ramp = ramp_trace(12, 60.0, 30.0, 2)
+    assert ramp[:3].tolist() == [60.0, 60.0, 60.0] and ramp[-1] == pytest.approx(1800.0)
+    assert all(b >= a for a, b in zip(ramp, ramp[1:], strict=False))
+
+
+def test_the_demo_application_stays_within_its_budgets_after_the_warm_up():
+    """The simulated demo's application (scripts/demo_control.py's demo-taxi under the demo's OM policy) through
+    bench_loop's default run length: violations <= eta_V and reconfigurations <= eta_R after the warm-up."""
+    (row,) = bench_json("--scenario", "demo", "--periods", "240", "--warmup", "60")
+    assert row["app"] == "demo-taxi"
+    assert row["violations_pct"] <= row["eta_v_pct"], row
+    assert row["reconfigurations_pct"] <= row["eta_r_pct"], row
