@@ -38,11 +38,15 @@ from policies.model import QueueModel, RateLevels
 RANGE_HEADROOM = 1.5  # dimensionless: a grown range reaches at least this multiple of the rate that grew it
 INITIAL_LEVELS = 30  # number of rate levels when the spec gives no range (stays fixed when the range grows)
 INITIAL_RANGE = 1.0  # tuples/s: the placeholder range before the first observation (grown at once by it)
-SERVICE_MIN_UTILISATION = 0.05  # utilisation below which rho / lambda is too noisy to estimate S (dimensionless)
+SERVICE_MIN_UTILISATION = (
+    0.05  # utilisation below which rho / lambda is too noisy to estimate S (dimensionless)
+)
 SERVICE_MAX_UTILISATION = 0.98  # at or above: the replica is saturated, lambda overstates its throughput
 SERVICE_MIN_SAMPLES = 3  # observations before the learned model replaces the hint / the spec's model
 SERVICE_FORGET = 0.98  # per observation weight decay of older samples (a drifting operator is followed)
-MODEL_REFRESH_TOLERANCE = 0.02  # relative change of the learned mean service time that rebuilds a policy's plan
+MODEL_REFRESH_TOLERANCE = (
+    0.02  # relative change of the learned mean service time that rebuilds a policy's plan
+)
 VARIANCE_MIN_UTILISATION = 0.3  # P-K inversion for the variance only at loads where queueing is visible
 
 
@@ -214,7 +218,9 @@ class ServiceTimeEstimator:
         self.stats = stats.copy()
 
 
-def planning_model(spec_model: QueueModel | None, mode: str, estimator: ServiceTimeEstimator) -> QueueModel | None:
+def planning_model(
+    spec_model: QueueModel | None, mode: str, estimator: ServiceTimeEstimator
+) -> QueueModel | None:
     """The model a policy plans on: the spec's when ``mode`` is "given" (the papers' semantics); with "hint" the
     spec's until the estimator is ready, then the learned one; with "learn" the learned one as soon as it has a
     sample (the spec's model, if any, is then the simulator's truth and never read). None: no model yet."""

@@ -496,9 +496,7 @@ class DeepQLearningPDSPlus(DeepQLearningPDS):
         if self.spec.model_mode != "given":
             m = self.planning_model()
             old = self._planned_service_s
-            if m is not None and (
-                old is None or abs(m.service_mean_s - old) > MODEL_REFRESH_TOLERANCE * old
-            ):
+            if m is not None and (old is None or abs(m.service_mean_s - old) > MODEL_REFRESH_TOLERANCE * old):
                 self._on_reconfigure()
 
     def estimated_response_time(self, ks: np.ndarray, rates: np.ndarray) -> np.ndarray:

@@ -472,9 +472,7 @@ class ModelBased(Policy):
             )
         every = self.params["sweep_every"]
         n_edges = len(self.space.edge_src)
-        self.sweep_every = (
-            every if every > 0 else max(1, math.ceil(n_edges * self.levels.n / SWEEP_BUDGET))
-        )
+        self.sweep_every = every if every > 0 else max(1, math.ceil(n_edges * self.levels.n / SWEEP_BUDGET))
         self.trans_counts = arrays["trans_counts"].copy()
         self.visits = arrays["visits"].copy()
         self.violations = arrays["violations"].copy()

@@ -155,8 +155,12 @@ class OfflineOptimum(Policy):
         n = self.levels.n
         sizes = np.array([max(len(r), 1) for r in self.level_rates], dtype=float)
         counts = merge_counts(merge_counts(self.p * sizes[:, None], factor, 0), factor, 1)
-        rates = [np.concatenate([self.level_rates[i] for i in range(j * factor, min(n, (j + 1) * factor))])
-                 if j * factor < n else np.zeros(0) for j in range(n)]
+        rates = [
+            np.concatenate([self.level_rates[i] for i in range(j * factor, min(n, (j + 1) * factor))])
+            if j * factor < n
+            else np.zeros(0)
+            for j in range(n)
+        ]
         self.p = mdp.transition_matrix(counts)
         self.level_rates = rates
         self._solve()
