@@ -123,6 +123,7 @@ class _TabularBase(Policy):
     # ---- parameters and reconfiguration ----------------------------------------------------------------------
     def _on_reconfigure(self) -> None:
         spec, p = self.spec, self.params
+        self._level_width = self.levels.width  # the range may have grown or been restored with the state
         w = spec.weights
         self.w_perf, self.w_res, self.w_rcf = w.perf, w.res, w.rcf
         self.c_max = spec.c_max
