@@ -214,3 +214,31 @@ def test_deep_and_dp_follow_the_range() -> None:
     trace = np.linspace(10.0, 5000.0, 200)
     dp = OfflineOptimum.from_trace(spec(n_res=1, k_max=40, levels=None), trace)
     assert dp.levels.max_rate >= 5000.0
+
+
+@pytest.mark.parametrize("self_calibrating", [False, True])
+def test_bo_simulations_use_self_calibrating_oms(self_calibrating: bool) -> None:
+    """The AM's simulated OMs grow their range and learn the fitted service time like the control loop's OMs."""
+    from policies.am.bo import BayesianAM, Observations, fit_queue_model
+    from policies.apps import application
+
+    built: list[QLearningPDSPlus] = []
+
+    def factory(sp: OperatorSpec, seed: int) -> QLearningPDSPlus:
+        built.append(QLearningPDSPlus(sp, {}, seed))
+        return built[-1]
+
+    app = application("A")
+    nt = infrastructure("A", 2)
+    models = [fit_queue_model(mean_s=op.service_mean_s, var_s2=op.service_mean_s**2) for op in app.operators]
+    rates = np.linspace(100.0, 2000.0, 200)  # well past the papers' 650 tuples/s
+    am = BayesianAM(app, nt, factory, self_calibrating=self_calibrating)
+    am.evaluate(am.configuration, Observations(rates, models))
+    assert len(built) == app.n
+    for om, m in zip(built, models, strict=True):
+        if self_calibrating:
+            assert om.rerangings >= 1 and om.levels.max_rate > 650.0
+            assert om.spec.model_mode == "learn"
+            assert om.service.mean_s() == pytest.approx(m.service_mean_s, rel=1e-6)
+        else:
+            assert om.levels == RateLevels(30, 650.0) and om.rerangings == 0 and om.service.samples == 0
