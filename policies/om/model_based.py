@@ -53,6 +53,16 @@ What it learns and what it knows
   deployments within ``local_radius`` actions of the current one (with the periodic full sweeps this converges
   to the same fixed point). The greedy decision re-evaluates the one-step look-ahead with this step's estimates.
 
+Self-calibration (:mod:`policies.calibration`)
+----------------------------------------------
+The policy needs no service-time model: the per-replica bounds ``theta`` are learned in tuples/s, not per level,
+so a growing rate range leaves them as they are; when the range grows, the level counts, the visit/violation
+counts and the rate histogram are summed onto the new (nested) levels, the violation model recomputed and the
+values re-solved (``reconfigure_sweeps`` sweeps, from the old values averaged as a warm start). Before this, a
+rate above the top of the fixed range fell into the top level's histogram, which ends ``TOP_SPAN_LEVELS`` level
+widths above it: the policy planned for that rate and stopped adding replicas (issue 20). The learned service
+time (``spec.model_mode`` hint/learn) is not used here: the policy's own threshold learner is the papers'.
+
 Scaling to 10 node types and K_max = 20
 ---------------------------------------
 The full space has ~30 million deployments x 30 levels; the formulation here has 8,750 deployments x 30 levels

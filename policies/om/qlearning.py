@@ -1,7 +1,9 @@
 """Tabular Q-learning Operator Managers (paper 001, Sec. 4.2.1 and 4.3): ``ql``, ``ql-pds``, ``ql-pds-plus``.
 
 State ``s = (k, l)``: deployment ``k`` (an integer id from :class:`policies.om.tabular.DeploymentIndex`) and rate
-level ``l`` (``spec.rate_levels``: 30 levels up to 650 tuples/s). Actions 0..2N (do nothing, remove one of type
+level ``l`` (``self.levels``: the spec's ``rate_levels`` -- 30 levels up to 650 tuples/s in the paper's benchmark --
+or, without one, a range learned and grown from the observed rates, the tables being merged onto the new levels:
+see :mod:`policies.calibration`). Actions 0..2N (do nothing, remove one of type
 t, add one of type t); only feasible actions are ever chosen or evaluated; greedy selection takes the first
 strictly smallest value in action order. Tables start at 0. Learning step ``t`` (from 1) uses
 ``alpha = max(alpha_min, alpha_decay^floor((t-1)/alpha_decay_steps))`` (paper: max(0.1, 0.98^floor((t-1)/10)));

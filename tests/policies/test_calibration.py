@@ -242,3 +242,11 @@ def test_bo_simulations_use_self_calibrating_oms(self_calibrating: bool) -> None
             assert om.service.mean_s() == pytest.approx(m.service_mean_s, rel=1e-6)
         else:
             assert om.levels == RateLevels(30, 650.0) and om.rerangings == 0 and om.service.samples == 0
+
+
+@pytest.mark.parametrize("name", sorted(__import__("policies.registry").registry.OM_POLICIES))
+def test_every_om_policy_runs_self_calibrating_past_the_papers_range(name: str) -> None:
+    trace = np.linspace(20.0, 3000.0, 300)
+    res = run_paper(trace, name, "A", 2, 20, calibrate=True)
+    assert res.meta["rate_range_tuples_s"] >= 3000.0
+    assert np.isfinite(res.cost).all()
