@@ -57,6 +57,19 @@ def initial_levels(rate_levels: RateLevels | None) -> RateLevels:
     return rate_levels
 
 
+def levels_from_hint(expected_peak_tuples_s: float | None) -> RateLevels | None:
+    """The starting range for a user's hint of the operator's peak input rate (tuples/s; e.g. a manifest field):
+    :data:`INITIAL_LEVELS` levels up to the peak times :data:`RANGE_HEADROOM`, growing past it like a learned one.
+    None (no hint): None, i.e. ``OperatorSpec.rate_levels = None`` -- learned from the first observation."""
+    if expected_peak_tuples_s is None:
+        return None
+    if isinstance(expected_peak_tuples_s, bool) or not (
+        isinstance(expected_peak_tuples_s, (int, float)) and 0 < expected_peak_tuples_s < math.inf
+    ):
+        raise ValueError(f"expected_peak_rate: must be > 0 tuples/s, got {expected_peak_tuples_s!r}")
+    return RateLevels(INITIAL_LEVELS, float(expected_peak_tuples_s) * RANGE_HEADROOM, grow=True)
+
+
 def needs_growth(levels: RateLevels, rate: float) -> bool:
     """Whether ``rate`` (tuples/s) leaves a growing range (a fixed range clamps it to the top level)."""
     return levels.grow and rate >= levels.max_rate and math.isfinite(rate)

@@ -47,6 +47,17 @@ def test_grow_nests_the_old_levels_in_the_new_ones() -> None:
         OperatorSpec(infrastructure("A", 1), model_mode="guess")
 
 
+def test_a_peak_rate_hint_starts_a_growing_range() -> None:
+    hinted = calibration.levels_from_hint(400.0)
+    assert hinted == RateLevels(calibration.INITIAL_LEVELS, 400.0 * calibration.RANGE_HEADROOM, grow=True)
+    assert calibration.levels_from_hint(None) is None
+    with pytest.raises(ValueError, match="expected_peak_rate"):
+        calibration.levels_from_hint(-1.0)
+    pol = QLearningPDS(spec(levels=hinted))
+    pol.act(np.array([1]), 5000.0, False)
+    assert pol.levels.max_rate >= 5000.0 and pol.rerangings == 1
+
+
 def test_merge_counts_and_values() -> None:
     a = np.arange(7, dtype=float)
     assert calibration.merge_counts(a, 3).tolist() == [3.0, 12.0, 6.0, 0, 0, 0, 0]
