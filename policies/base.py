@@ -22,7 +22,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from policies.model import CostWeights, OperatorSpec
+from policies import calibration
+from policies.model import CostWeights, OperatorSpec, QueueModel, RateLevels
 
 STATE_FORMAT_VERSION = 2  # 1 = npz (still readable), 2 = raw buffers + zlib level 1
 
@@ -166,6 +167,14 @@ class Policy(ABC):
         self.rng = np.random.default_rng(seed)
         self.t = 0  # number of completed learning steps
         self._prev: tuple[np.ndarray, float, int] | None = None  # (k, rate, action) of the last decision
+        #: the rate levels of the policy's discretised state (tuples/s); they grow with the observed rates when
+        #: the spec gives no range or a growing one (:mod:`policies.calibration`)
+        self.levels: RateLevels = calibration.initial_levels(spec.rate_levels)
+        self.rerangings = 0  # how many times the range grew
+        self._calibration: dict[str, Any] | None = None  # the calibration entry of the step in progress
+        #: per-replica service time learned from the operator's own observations (used per ``spec.model_mode``)
+        balancing = spec.model.balancing if spec.model is not None else "round_robin"
+        self.service = calibration.ServiceTimeEstimator(balancing)
 
     # ---- parameters -------------------------------------------------------------------------------------
     @classmethod
@@ -222,6 +231,7 @@ class Policy(ABC):
         ``k`` is the deployment in place during that period, ``rate`` its input rate (tuples/s) and ``violated``
         whether the operator exceeded its bound.
         """
+        self._calibrate(k, rate, obs)
         prev = self._prev
         if prev is not None:
             k_prev, rate_prev, a_prev = prev
@@ -234,6 +244,36 @@ class Policy(ABC):
         action, _ = self._decide(k, rate, obs, False)
         self._prev = (k, float(rate), action)
         return action
+
+    # ---- self-calibration (policies.calibration) ----------------------------------------------------------
+    def _calibrate(self, k: np.ndarray, rate: float, obs: Observation | None) -> None:
+        """Called first by every ``act``: grow the rate range when ``rate`` (tuples/s) leaves it, and feed the
+        service-time estimator with what the observation measured."""
+        if obs is not None and self.spec.model_mode != "given":
+            self.service.observe(k, self.spec.speedups, rate, obs.utilisation, obs.response_time_s)
+        if calibration.needs_growth(self.levels, rate):
+            old = self.levels
+            new, factor = calibration.grow(old, rate)
+            self.levels = new
+            self.rerangings += 1
+            self._remap_levels(old, factor)
+            entry = calibration.calibration_entry(old, new, rate)
+            if self._calibration is None:
+                self._calibration = entry
+            else:  # grown twice within one step: report the whole change
+                self._calibration["new_range_tuples_s"] = entry["new_range_tuples_s"]
+                self._calibration["factor"] *= entry["factor"]
+                self._calibration["reason"] = entry["reason"]
+
+    def _remap_levels(self, old: RateLevels, factor: int) -> None:
+        """Hook: ``self.levels`` has just grown from ``old`` by the integer ``factor`` (new level ``j`` = old
+        levels ``j*factor .. j*factor+factor-1``): carry what was learned per level over to the new levels
+        (:func:`policies.calibration.merge_counts` / ``merge_values``) and drop caches built on the old ones.
+        The default (policies without per-level state) does nothing."""
+
+    def planning_model(self) -> QueueModel | None:
+        """The queueing model to plan on (``spec.model_mode``: given / hint / learn); None: nothing known yet."""
+        return calibration.planning_model(self.spec.model, self.spec.model_mode, self.service)
 
     def override_last_action(self, applied_action: int) -> None:
         """Record that the action actually applied after the last ``act()`` was ``applied_action``.
@@ -253,6 +293,7 @@ class Policy(ABC):
         if not obs.complete:
             return Proposal(0, k.copy(), {"reason": "incomplete metrics: no learning, no scaling"})
         self._last_terms = None
+        self._calibration = None
         action = self.act(k, obs.input_rate, self.violated(obs), obs)
         _, values = self._decide(k, obs.input_rate, obs, True) if self._explains else (action, {})
         names = [t.name for t in self.spec.node_types]
@@ -270,6 +311,9 @@ class Policy(ABC):
             },
             "r_max_s": self.spec.r_max_s,
         }
+        if self._calibration is not None:
+            explanation["calibration"] = self._calibration
+            self._calibration = None
         if values:
             explanation["alternatives"] = {describe_action(a, names): float(v) for a, v in values.items()}
         return Proposal(action, apply_action(k, action), explanation)
@@ -314,7 +358,11 @@ class Policy(ABC):
             prev=None if self._prev is None else [self._prev[0].tolist(), self._prev[1], self._prev[2]],
             weights=[self.spec.weights.perf, self.spec.weights.res, self.spec.weights.rcf],
             r_max_s=self.spec.r_max_s,
+            levels=[self.levels.n, self.levels.max_rate, self.levels.grow],
+            rerangings=self.rerangings,
         )
+        arrays = dict(arrays)
+        arrays["_service_stats"] = self.service.state()
         return encode_state(meta, arrays)
 
     def load_state(self, data: bytes) -> None:
@@ -331,6 +379,19 @@ class Policy(ABC):
         )
         self.spec.weights = CostWeights(*meta["weights"])
         self.spec.r_max_s = float(meta["r_max_s"])
+        # states written before self-calibration carry no range: the spec's (then always fixed) one
+        lv = meta.get("levels")
+        self.levels = (
+            calibration.initial_levels(self.spec.rate_levels)
+            if lv is None
+            else RateLevels(int(lv[0]), float(lv[1]), bool(lv[2]))
+        )
+        self.rerangings = int(meta.get("rerangings", 0))
+        self._calibration = None
+        if "_service_stats" in arrays:
+            self.service.load(arrays.pop("_service_stats"))
+        else:
+            self.service.load(np.zeros(6))
         self._set_state(meta, arrays)
         self._on_reconfigure()
 

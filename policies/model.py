@@ -175,10 +175,23 @@ class QueueModel:
 
 @dataclass(frozen=True)
 class RateLevels:
-    """Discretisation of the input rate: ``n`` levels of width ``max_rate / n`` up to ``max_rate`` (tuples/s)."""
+    """Discretisation of the input rate: ``n`` levels of width ``max_rate / n`` up to ``max_rate`` (tuples/s).
+
+    ``grow``: False (the papers' semantics) reads a rate at or above ``max_rate`` as the top level; True lets a
+    policy grow the range when a rate leaves it (:mod:`policies.calibration`). The defaults (30 levels up to
+    650 tuples/s) are paper 001's benchmark values; the product gives no range (``OperatorSpec.rate_levels =
+    None``) and learns it.
+    """
 
     n: int = 30
     max_rate: float = 650.0
+    grow: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.n, bool) or not isinstance(self.n, int) or self.n < 1:
+            raise ValueError(f"rate_levels.n: must be an integer >= 1, got {self.n!r}")
+        if not (self.max_rate > 0 and math.isfinite(self.max_rate)):
+            raise ValueError(f"rate_levels.max_rate: must be > 0 tuples/s, got {self.max_rate!r}")
 
     @property
     def width(self) -> float:
@@ -192,6 +205,9 @@ class RateLevels:
         return (level + 0.5) * self.width
 
 
+MODEL_MODES = ("given", "hint", "learn")
+
+
 @dataclass
 class OperatorSpec:
     """What an Operator Manager knows about its operator: the context every policy is built with.
@@ -200,6 +216,12 @@ class OperatorSpec:
     ``c_max``: normalisation of the resource cost ($/h); defaults to K_max * max price.
     ``model``: the performance model used by model-aware policies (the true one in simulations unless
     a policy perturbs it, as QL+PDS+ does).
+    ``model_mode``: how policies may use ``model``: "given" (the papers' semantics: the model is known),
+    "hint" (plan on it until the operator's own observations have estimated the service time, then on the learned
+    model), "learn" (never read it for planning -- in a simulation it is then only the simulator's truth -- and
+    plan on the learned model from the first observation on). See :mod:`policies.calibration`.
+    ``rate_levels``: the discretisation of the input rate; None = learn it from the observed rates (a range that
+    grows, :mod:`policies.calibration`).
     """
 
     node_types: tuple[NodeType, ...]
@@ -207,10 +229,11 @@ class OperatorSpec:
     r_max_s: float = 0.050
     weights: CostWeights = field(default_factory=CostWeights)
     model: QueueModel = field(default_factory=QueueModel)
-    rate_levels: RateLevels = field(default_factory=RateLevels)
+    rate_levels: RateLevels | None = field(default_factory=RateLevels)
     c_max: float | None = None
     gamma: float = 0.99
     k_min: int = 1
+    model_mode: str = "given"
 
     def __post_init__(self) -> None:
         if not self.node_types:
@@ -221,6 +244,8 @@ class OperatorSpec:
             raise ValueError(f"k_min must be in 1..k_max, got {self.k_min}")
         if not self.r_max_s > 0:
             raise ValueError(f"r_max_s must be > 0, got {self.r_max_s}")
+        if self.model_mode not in MODEL_MODES:
+            raise ValueError(f"model_mode: must be one of {', '.join(MODEL_MODES)}, got {self.model_mode!r}")
         if self.c_max is None:
             # all node types free: the resource term is 0 whatever C_max, 1 avoids 0/0
             self.c_max = self.k_max * max(t.price for t in self.node_types) or 1.0

@@ -2,6 +2,11 @@
 
     python -m policies.simulate --trace PATH --infra {A,B,B2} --node-types N --k-max K --policy NAME
         [--steps N] [--seed S] [--weights perf,res,rcf] [--params JSON] [--start policy|type0] [--json]
+        [--calibrate] [--mu TUPLES_S] [--rate-scale X]
+
+``--calibrate``: the policy gets no rate range and no model (it learns both from the simulated operator, as the
+control loop's policies do; ``policies.calibration``); without it, the paper's given range (30 levels up to
+650 tuples/s) and true model.
 
 Prints one result (average cost, violations %, reconfigurations %, average resource cost in $/h, wall seconds);
 ``--json`` prints a single JSON object instead. Bad arguments give a one-line error on stderr and exit code 2.
@@ -11,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from typing import Any, NoReturn
 
@@ -29,6 +35,10 @@ JSON_KEYS = (
     "reconfigurations_pct",
     "avg_resource_cost",
     "wall_seconds",
+    "avg_replicas",
+    "calibrate",
+    "rate_range_tuples_s",
+    "rerangings",
 )
 
 
@@ -74,6 +84,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="initial replica: of the policy's own type (default) or of type 0 (the authors' older simulator)",
     )
     p.add_argument("--json", action="store_true", help="print a single JSON object")
+    p.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="self-calibrating policy: no rate range, model learned (default: the paper's range and model)",
+    )
+    p.add_argument("--mu", type=float, default=180.0, help="service rate on a speedup-1 node (tuples/s)")
+    p.add_argument("--rate-scale", type=float, default=1.0, help="multiply every rate of the trace by this")
     return p
 
 
@@ -88,6 +105,10 @@ def check_args(args: argparse.Namespace) -> tuple[CostWeights, dict[str, Any]]:
         raise UsageError(f"--k-max: must be >= 1, got {args.k_max}")
     if args.steps is not None and args.steps < 1:
         raise UsageError(f"--steps: must be >= 1, got {args.steps}")
+    if not (args.mu > 0 and math.isfinite(args.mu)):
+        raise UsageError(f"--mu: must be > 0 tuples/s, got {args.mu}")
+    if not (args.rate_scale > 0 and math.isfinite(args.rate_scale)):
+        raise UsageError(f"--rate-scale: must be > 0, got {args.rate_scale}")
     if args.policy not in OM_POLICIES:
         raise UsageError(
             f"--policy: unknown policy {args.policy!r}: choose one of {', '.join(sorted(OM_POLICIES))}"
@@ -114,7 +135,7 @@ def run_args(args: argparse.Namespace) -> dict[str, Any]:
     from policies.sim.trace import load_trace
 
     try:
-        trace = load_trace(args.trace, steps=args.steps)
+        trace = load_trace(args.trace, steps=args.steps) * args.rate_scale
     except ValueError as exc:
         raise UsageError(f"--trace: {exc}") from None
     try:
@@ -128,6 +149,8 @@ def run_args(args: argparse.Namespace) -> dict[str, Any]:
             params,
             weights,
             start=args.start,
+            mu=args.mu,
+            calibrate=args.calibrate,
         )
     except (ImportError, AttributeError) as exc:
         raise UsageError(f"--policy: {args.policy!r} is not available yet ({exc})") from None
@@ -146,6 +169,10 @@ def run_args(args: argparse.Namespace) -> dict[str, Any]:
         "reconfigurations_pct": summary["reconfigurations_pct"],
         "avg_resource_cost": summary["avg_resource_cost"],
         "wall_seconds": summary["wall_seconds"],
+        "avg_replicas": summary["avg_replicas"],
+        "calibrate": args.calibrate,
+        "rate_range_tuples_s": result.meta["rate_range_tuples_s"],
+        "rerangings": result.meta["rerangings"],
     }
 
 

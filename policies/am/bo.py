@@ -192,7 +192,12 @@ class BayesianAM:
         validation_phases: bool = False,
         guard: GuardParams | None = None,
         hold_scale_ins: bool = False,
+        self_calibrating: bool = False,
     ) -> None:
+        #: the simulated OMs calibrate themselves as the control loop's do (no rate range, model learned from
+        #: the simulated operator's measurements; policies.calibration); False: the papers' given range and
+        #: model (the AM benchmarks)
+        self.self_calibrating = bool(self_calibrating)
         self.app = app
         self.node_types = tuple(node_types)
         app.check_feasible(self.node_types)
@@ -289,6 +294,8 @@ class BayesianAM:
             for u in range(self.app.n):
                 spec = self.app.operator_spec(u, self.node_types, float(config.bounds_s[u]), config.weights)
                 spec.model = obs.models[u]
+                if self.self_calibrating:
+                    spec.rate_levels, spec.model_mode = None, "learn"
                 om = self.om_factory(spec, self.seed + seed_offset + 1000 * rep + u)
                 # continue from the running OM, under the candidate's bound and weights
                 if obs.om_states is not None:

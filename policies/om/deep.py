@@ -37,6 +37,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from policies.base import Observation, Policy
+from policies.calibration import MODEL_REFRESH_TOLERANCE
 from policies.model import OperatorSpec, QueueModel
 from policies.om.approx_model import APPROX_DEFAULTS, check_approx_params, draw_model_errors
 from policies.om.mlp import MLP, OPTIMIZERS, hidden_widths
@@ -209,7 +210,7 @@ class _DeepQBase(Policy):
         """Network and replay buffer from ``self.params`` (initial weights drawn from ``rng``, default
         ``self.rng``)."""
         p, spec = self.params, self.spec
-        self.encoder = StateEncoder(spec.n_res, spec.k_max, spec.rate_levels.n, p["encoding"])
+        self.encoder = StateEncoder(spec.n_res, spec.k_max, self.levels.n, p["encoding"])
         hidden = hidden_widths(self.encoder.width, p["hidden_layers"], p["hidden_ratio"])
         n_out = 1 if self._pds else self.n_act
         self.net = MLP([self.encoder.width, *hidden, n_out], rng or self.rng, p["optimizer"], p["lr"])
@@ -240,8 +241,8 @@ class _DeepQBase(Policy):
         self.w_perf, self.w_res, self.w_rcf = float(w.perf), float(w.res), float(w.rcf)
         self.c_max = float(spec.c_max)
         self.price_scale = spec.prices * (self.w_res / float(spec.c_max))  # w_res * price / C_max per replica
-        self.level_width = spec.rate_levels.width
-        self.n_levels = spec.rate_levels.n
+        self.level_width = self.levels.width
+        self.n_levels = self.levels.n
         self._candidates = {}  # thresholds of the estimate depend on R_max
 
     # ---- helpers ------------------------------------------------------------------------------------------
@@ -388,6 +389,29 @@ class _DeepQBase(Policy):
         self.last_loss = loss
         return loss
 
+    # ---- self-calibration: the range grew (policies.calibration) -----------------------------------------------
+    def _remap_levels(self, old: Any, factor: int) -> None:
+        """The replay buffer's levels are recomputed from its rates; the network's inputs for the levels are
+        merged so that a state of the new level ``j`` reads (about) what the old levels ``j*m..`` read: one-hot
+        levels (reduced2) average the first-layer weight rows of the old level columns, a scalar level (reduced1)
+        scales its weight row by the factor."""
+        self._on_reconfigure()  # level width and caches
+        size = self.replay.size
+        if size:
+            data = self.replay.data
+            for lv_name, rate_name in (("level", "rate"), ("level_next", "rate_next")):
+                rates = data[rate_name][:size]
+                data[lv_name][:size] = [self.level(float(r)) for r in rates]
+        w0 = self.net.weights[0]
+        base, n = self.encoder._level_base, self.n_levels
+        if self.encoder.kind == "reduced2":
+            from policies.calibration import merge_values
+
+            w0[base : base + n] = merge_values(w0[base : base + n], factor, axis=0, fill=0.0)
+        else:
+            col, _ = self.encoder.level_column(1)
+            w0[col] *= factor
+
     # ---- durable state ----------------------------------------------------------------------------------
     def _get_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         net_meta, net_arrays = self.net.state()
@@ -454,10 +478,26 @@ class DeepQLearningPDSPlus(DeepQLearningPDS):
 
     def _on_reconfigure(self) -> None:
         super()._on_reconfigure()
-        m = self.spec.model
-        self.approx_service_s = m.service_mean_s / self.service_rate_factor  # s per tuple on speedup 1
-        self.approx_speedups = self.spec.speedups * self.speedup_factors
+        given = self.spec.model_mode == "given"
+        m = self.planning_model()
+        self._planned_service_s = None if m is None else m.service_mean_s
+        if m is None:  # model_mode "learn" before the first observation: no estimate yet
+            m = self.spec.model or QueueModel()
+            self._no_model = True
+        else:
+            self._no_model = False
+        # s per tuple on speedup 1: the paper's perturbed model when given, the learned one as it is otherwise
+        self.approx_service_s = m.service_mean_s / (self.service_rate_factor if given else 1.0)
+        self.approx_speedups = self.spec.speedups * (self.speedup_factors if given else 1.0)
         self._rr_worst = m.balancing == "round_robin" and m.aggregation == "worst"
+
+    def _calibrate(self, k: np.ndarray, rate: float, obs: Observation | None) -> None:
+        super()._calibrate(k, rate, obs)
+        if self.spec.model_mode != "given":
+            m = self.planning_model()
+            old = self._planned_service_s
+            if m is not None and (old is None or abs(m.service_mean_s - old) > MODEL_REFRESH_TOLERANCE * old):
+                self._on_reconfigure()
 
     def estimated_response_time(self, ks: np.ndarray, rates: np.ndarray) -> np.ndarray:
         """Response time (s) of deployments ``ks`` at ``rates`` (tuples/s) under the approximate model:
@@ -471,10 +511,10 @@ class DeepQLearningPDSPlus(DeepQLearningPDS):
         )
 
     def approx_model(self) -> QueueModel:
-        m = self.spec.model
+        m = self.spec.model or QueueModel()
         return QueueModel(self.approx_service_s, self.approx_service_s**2, "mg1", m.balancing, m.aggregation)
 
-    def estimated_thresholds(self, ks: np.ndarray) -> np.ndarray:
+    def estimated_thresholds(self, ks: np.ndarray) -> np.ndarray | None:
         """Largest rate (tuples/s) each deployment sustains within R_max under the approximate model.
 
         Round robin + worst replica, exponential service ``S`` on the slowest type: per-replica rate ``x``
@@ -482,6 +522,8 @@ class DeepQLearningPDSPlus(DeepQLearningPDS):
         replicas. Other models: bisection on the response time, per deployment.
         """
         r_max = self.spec.r_max_s
+        if self._no_model:
+            return None
         if self._rr_worst:
             n = ks.sum(axis=1)
             slowest = np.where(ks > 0, self.approx_speedups, np.inf).min(axis=1)

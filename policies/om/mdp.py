@@ -34,6 +34,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -269,9 +270,12 @@ def violation_probabilities(thresholds: np.ndarray, level_rates: list[np.ndarray
     return out
 
 
-def levels_of(rates: np.ndarray, spec: OperatorSpec) -> np.ndarray:
-    """Rate level of each rate (tuples/s), exactly as :meth:`RateLevels.level`."""
-    rl = spec.rate_levels
+def levels_of(rates: np.ndarray, spec: OperatorSpec, levels: Any = None) -> np.ndarray:
+    """Rate level of each rate (tuples/s), exactly as :meth:`RateLevels.level`, under ``levels`` (a
+    :class:`policies.model.RateLevels`; default the spec's)."""
+    from policies.calibration import initial_levels
+
+    rl = levels if levels is not None else initial_levels(spec.rate_levels)
     lv = np.floor(np.asarray(rates, dtype=float) / rl.width).astype(np.int64)
     return np.clip(lv, 0, rl.n - 1)
 

@@ -53,6 +53,16 @@ What it learns and what it knows
   deployments within ``local_radius`` actions of the current one (with the periodic full sweeps this converges
   to the same fixed point). The greedy decision re-evaluates the one-step look-ahead with this step's estimates.
 
+Self-calibration (:mod:`policies.calibration`)
+----------------------------------------------
+The policy needs no service-time model: the per-replica bounds ``theta`` are learned in tuples/s, not per level,
+so a growing rate range leaves them as they are; when the range grows, the level counts, the visit/violation
+counts and the rate histogram are summed onto the new (nested) levels, the violation model recomputed and the
+values re-solved (``reconfigure_sweeps`` sweeps, from the old values averaged as a warm start). Before this, a
+rate above the top of the fixed range fell into the top level's histogram, which ends ``TOP_SPAN_LEVELS`` level
+widths above it: the policy planned for that rate and stopped adding replicas (issue 20). The learned service
+time (``spec.model_mode`` hint/learn) is not used here: the policy's own threshold learner is the papers'.
+
 Scaling to 10 node types and K_max = 20
 ---------------------------------------
 The full space has ~30 million deployments x 30 levels; the formulation here has 8,750 deployments x 30 levels
@@ -175,7 +185,7 @@ class ModelBased(Policy):
     def __init__(self, spec: OperatorSpec, params: dict[str, Any] | None = None, seed: int = 0) -> None:
         super().__init__(spec, params, seed)
         self.space = mdp.build_space(spec, choose_max_types(spec, self.params["max_mixed_types"]))
-        n_levels = spec.rate_levels.n
+        n_levels = self.levels.n
         n_edges = len(self.space.edge_src)
         every = self.params["sweep_every"]
         self.sweep_every = every if every > 0 else max(1, math.ceil(n_edges * n_levels / SWEEP_BUDGET))
@@ -209,15 +219,15 @@ class ModelBased(Policy):
         """Everything computed from the counts, the weights and the space (not stored in the state)."""
         self.p_hat = mdp.transition_matrix(self.trans_counts)
         self._res_cost = (self.spec.weights.res / float(self.spec.c_max)) * self.space.price
-        self._sweeper = mdp.Sweeper(self.space, self.spec.rate_levels.n)
-        self._bin_width = self.spec.rate_levels.width / HIST_BINS_PER_LEVEL
+        self._sweeper = mdp.Sweeper(self.space, self.levels.n)
+        self._bin_width = self.levels.width / HIST_BINS_PER_LEVEL
         self._cost: np.ndarray | None = None
         n_speeds = self.space.grid_shape[1]
         self._class_rank = np.arange(self.space.n_classes) % n_speeds
         self._thresholds: np.ndarray | None = None  # n_c theta_s per class (tuples/s), from the brackets
         # levels whose rate histogram changed since v_hat was last computed: all of them after a restore (the
         # saved v_hat may predate the last rates)
-        self._dirty_levels = np.ones(self.spec.rate_levels.n, dtype=bool)
+        self._dirty_levels = np.ones(self.levels.n, dtype=bool)
 
     def _threshold_model(self) -> None:
         """v_hat[c, l] = P(rate > n_c theta_s | level l) with the learned per-replica bound theta of the class's
@@ -233,7 +243,7 @@ class ModelBased(Policy):
         cols = np.flatnonzero(self._dirty_levels)
         if len(cols) == 0:
             return
-        new = level_exceedance(self._thresholds, self.rate_hist, self.spec.rate_levels, cols)
+        new = level_exceedance(self._thresholds, self.rate_hist, self.levels, cols)
         self._dirty_levels[:] = False
         if not np.array_equal(new, self.v_hat[:, cols]):
             self.v_hat[:, cols] = new
@@ -281,7 +291,7 @@ class ModelBased(Policy):
         violated: bool,
         obs: Observation | None,
     ) -> None:
-        levels = self.spec.rate_levels
+        levels = self.levels
         l_prev, l_now = levels.level(rate_prev), levels.level(rate_now)
         self.trans_counts[l_prev, l_now] += 1.0
         row = self.trans_counts[l_prev]
@@ -367,7 +377,7 @@ class ModelBased(Policy):
         d = self.space.lookup(k)
         if d < 0:
             return outside_space_action(self.space, k, self.spec), {}
-        q = self._q_values(d, self.spec.rate_levels.level(rate))
+        q = self._q_values(d, self.levels.level(rate))
         if self.params["capacity_bound"] and obs is not None and self._overloaded(obs):
             n_now = self.space.class_n[self.space.cls[d]]
             _, dst, _ = self.space.moves(d)
@@ -387,6 +397,35 @@ class ModelBased(Policy):
         if obs.violated is not None:
             return bool(obs.violated)
         return obs.response_time_s is not None and obs.response_time_s > self.spec.r_max_s
+
+    # ---- self-calibration: the range grew (policies.calibration) -----------------------------------------------
+    def _remap_levels(self, old: Any, factor: int) -> None:
+        """Counts (level transitions, visits and violations per class, the rate histogram) are summed onto the
+        new levels -- exact, the new levels and bins being unions of old ones; the value table is averaged over
+        each new level's old levels (weighted by how often each was left) as a warm start; then the violation
+        model is recomputed and the values re-solved (``reconfigure_sweeps`` sweeps)."""
+        from policies.calibration import merge_counts, merge_values
+
+        level_weight = self.trans_counts.sum(axis=1)
+        self.trans_counts = merge_counts(merge_counts(self.trans_counts, factor, 0), factor, 1)
+        self.visits = merge_counts(self.visits, factor, 1)
+        self.violations = merge_counts(self.violations, factor, 1)
+        # bin b of width w/16 lies in new bin b // factor of width factor * w / 16; the last bin collects
+        # everything beyond it
+        self.rate_hist = merge_counts(self.rate_hist, factor)
+        w = np.broadcast_to(level_weight[None, :] + 1e-12, self.future.shape)
+        future = merge_values(self.future, factor, axis=1, weights=w, fill=np.nan)
+        # new levels above the old range start from the old top level's values
+        top = (self.levels.n - 1) // factor
+        future[:, top + 1 :] = future[:, [top]]
+        self.future = future
+        self._refresh_derived()
+        if self.threshold_mode:
+            self._threshold_model()
+        else:
+            self._project()
+            self._cost = None
+        self._sweep(self.params["reconfigure_sweeps"])
 
     # ---- reconfiguration -----------------------------------------------------------------------------------
     def _on_reconfigure(self) -> None:
@@ -443,9 +482,7 @@ class ModelBased(Policy):
             )
         every = self.params["sweep_every"]
         n_edges = len(self.space.edge_src)
-        self.sweep_every = (
-            every if every > 0 else max(1, math.ceil(n_edges * self.spec.rate_levels.n / SWEEP_BUDGET))
-        )
+        self.sweep_every = every if every > 0 else max(1, math.ceil(n_edges * self.levels.n / SWEEP_BUDGET))
         self.trans_counts = arrays["trans_counts"].copy()
         self.visits = arrays["visits"].copy()
         self.violations = arrays["violations"].copy()

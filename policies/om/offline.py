@@ -37,7 +37,9 @@ TOLERANCE = 1e-9  # value-iteration error bound (max norm)
 def uniform_level_rates(spec: OperatorSpec, per_level: int = 1000, top_max_rate: float | None = None) -> list:
     """A deterministic sample of rates uniform inside each level (tuples/s); the top level runs up to
     ``top_max_rate`` (default: its nominal upper edge)."""
-    rl = spec.rate_levels
+    from policies.calibration import initial_levels
+
+    rl = initial_levels(spec.rate_levels)
     out = []
     for lvl in range(rl.n):
         lo = lvl * rl.width
@@ -97,13 +99,18 @@ class OfflineOptimum(Policy):
         trace = np.asarray(trace, dtype=float)
         if trace.ndim != 1 or len(trace) < 2:
             raise ValueError("trace: need a 1-D array of at least 2 rates (tuples/s)")
-        levels = mdp.levels_of(trace, self.spec)
-        n = self.spec.rate_levels.n
+        if self.levels.grow and trace.max() >= self.levels.max_rate:
+            # a growing range: cover the whole trace at once (the offline optimum knows the future)
+            from policies.calibration import grow
+
+            self.levels, _ = grow(self.levels, float(trace.max()))
+        levels = mdp.levels_of(trace, self.spec, self.levels)
+        n = self.levels.n
         p = mdp.transition_matrix(mdp.transition_counts(levels, n))
         self.set_model(p, [trace[levels == lvl] for lvl in range(n)])
 
     def set_model(self, p: np.ndarray, level_rates: list) -> None:
-        n = self.spec.rate_levels.n
+        n = self.levels.n
         p = np.asarray(p, dtype=float)
         if p.shape != (n, n):
             raise ValueError(f"p: must be {n} x {n} (rate levels), got {p.shape}")
@@ -137,6 +144,27 @@ class OfflineOptimum(Policy):
         if self.p is not None and self._key() != getattr(self, "_solved_key", None):
             self._solve()
 
+    # ---- self-calibration: the range grew (policies.calibration) -----------------------------------------------
+    def _remap_levels(self, old: Any, factor: int) -> None:
+        """The level model moved onto the new levels (samples concatenated, transition counts summed), then
+        solved again."""
+        if self.p is None or self.level_rates is None:
+            return
+        from policies.calibration import merge_counts
+
+        n = self.levels.n
+        sizes = np.array([max(len(r), 1) for r in self.level_rates], dtype=float)
+        counts = merge_counts(merge_counts(self.p * sizes[:, None], factor, 0), factor, 1)
+        rates = [
+            np.concatenate([self.level_rates[i] for i in range(j * factor, min(n, (j + 1) * factor))])
+            if j * factor < n
+            else np.zeros(0)
+            for j in range(n)
+        ]
+        self.p = mdp.transition_matrix(counts)
+        self.level_rates = rates
+        self._solve()
+
     # ---- deciding ------------------------------------------------------------------------------------------
     def _decide(
         self, k: np.ndarray, rate: float, obs: Observation | None, explain: bool
@@ -148,7 +176,7 @@ class OfflineOptimum(Policy):
         d = self.space.lookup(k)
         if d < 0:
             return outside_space_action(self.space, k, self.spec), {}
-        level = self.spec.rate_levels.level(rate)
+        level = self.levels.level(rate)
         if not explain:
             return int(self.table[d, level]), {}
         acts, dst, moves = self.space.moves(d)

@@ -1,7 +1,9 @@
 """Tabular Q-learning Operator Managers (paper 001, Sec. 4.2.1 and 4.3): ``ql``, ``ql-pds``, ``ql-pds-plus``.
 
 State ``s = (k, l)``: deployment ``k`` (an integer id from :class:`policies.om.tabular.DeploymentIndex`) and rate
-level ``l`` (``spec.rate_levels``: 30 levels up to 650 tuples/s). Actions 0..2N (do nothing, remove one of type
+level ``l`` (``self.levels``: the spec's ``rate_levels`` -- 30 levels up to 650 tuples/s in the paper's benchmark --
+or, without one, a range learned and grown from the observed rates, the tables being merged onto the new levels:
+see :mod:`policies.calibration`). Actions 0..2N (do nothing, remove one of type
 t, add one of type t); only feasible actions are ever chosen or evaluated; greedy selection takes the first
 strictly smallest value in action order. Tables start at 0. Learning step ``t`` (from 1) uses
 ``alpha = max(alpha_min, alpha_decay^floor((t-1)/alpha_decay_steps))`` (paper: max(0.1, 0.98^floor((t-1)/10)));
@@ -43,6 +45,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from policies.base import Observation, Policy
+from policies.calibration import MODEL_REFRESH_TOLERANCE
 from policies.model import OperatorSpec, QueueModel
 from policies.om.approx_model import APPROX_DEFAULTS, check_approx_params, draw_model_errors
 from policies.om.tabular import DeploymentIndex
@@ -84,8 +87,8 @@ class _TabularBase(Policy):
     def __init__(self, spec: OperatorSpec, params: dict[str, Any] | None = None, seed: int = 0) -> None:
         super().__init__(spec, params, seed)
         self.n_actions = 2 * spec.n_res + 1
-        self.n_levels = spec.rate_levels.n
-        self._level_width = spec.rate_levels.width
+        self.n_levels = self.levels.n
+        self._level_width = self.levels.width
         self._draw_model_errors()
         self._new_index()
         self._cur: tuple[np.ndarray, int, int] | None = None  # (k object, id, level) of the last decision
@@ -122,6 +125,7 @@ class _TabularBase(Policy):
     # ---- parameters and reconfiguration ----------------------------------------------------------------------
     def _on_reconfigure(self) -> None:
         spec, p = self.spec, self.params
+        self._level_width = self.levels.width  # the range may have grown or been restored with the state
         w = spec.weights
         self.w_perf, self.w_res, self.w_rcf = w.perf, w.res, w.rcf
         self.c_max = spec.c_max
@@ -146,6 +150,8 @@ class _TabularBase(Policy):
     # ---- the fast path ---------------------------------------------------------------------------------------
     def act(self, k: np.ndarray, rate: float, violated: bool, obs: Observation | None = None) -> int:
         """:meth:`Policy.act` with integer state ids (same semantics, same cost expression)."""
+        if self.levels.grow or obs is not None:
+            self._calibrate(k, rate, obs)
         index = self.index
         key = tuple(k.tolist())
         d = index._ids.get(key)
@@ -216,6 +222,17 @@ class _TabularBase(Policy):
             self.level(rate_now),
             violated,
         )
+
+    # ---- self-calibration: the range grew (policies.calibration) -----------------------------------------------
+    def _remap_levels(self, old: Any, factor: int) -> None:
+        self._level_width = self.levels.width
+        self.n_levels = self.levels.n
+        self._cur = None  # its level was on the old range
+        self._remap_tables(factor)
+        self._on_reconfigure()  # caches built per level (entries, estimates, level rates)
+
+    def _remap_tables(self, factor: int) -> None:
+        raise NotImplementedError
 
     # ---- explanation helpers -------------------------------------------------------------------------------
     def _successor(self, k: np.ndarray, action: int) -> np.ndarray:
@@ -355,6 +372,22 @@ class QLearning(_TabularBase):
                 raise ValueError(f"state: q row for deployment id {d}, level {lv} out of range")
             self._row(d, lv)[:] = row
 
+    def _remap_tables(self, factor: int) -> None:
+        """Each new level's Q row = the mean of the rows of its old levels that were ever updated (the others are
+        the initial zeros, not learned values); a new level no old row maps to stays unallocated."""
+        from policies.calibration import merge_values
+
+        n, na = self.n_levels, self.n_actions
+        for d, per_level in enumerate(self.q):
+            if per_level is None:
+                continue
+            have = np.array([r is not None for r in per_level], dtype=float)
+            rows = np.array([r if r is not None else [0.0] * na for r in per_level], dtype=float)
+            merged = merge_values(rows, factor, axis=0, weights=np.repeat(have[:, None], na, axis=1))
+            groups_seen = np.zeros(n, dtype=bool)
+            groups_seen[np.flatnonzero(have) // factor] = True
+            self.q[d] = [merged[lv].tolist() if groups_seen[lv] else None for lv in range(n)]
+
     def table_size(self) -> int:
         """Number of ``(k, level)`` rows stored."""
         return sum(sum(r is not None for r in pl) for pl in self.q if pl is not None)
@@ -479,6 +512,16 @@ class QLearningPDS(_TabularBase):
             )
         self.v = v.tolist()
 
+    def _remap_tables(self, factor: int) -> None:
+        """Each new level's V~ = the mean of its old levels' values that were ever updated (a value still exactly
+        0.0 is the initial one, never learned), 0 where none was."""
+        from policies.calibration import merge_values
+
+        if not self.v:
+            return
+        v = np.array(self.v, dtype=float)
+        self.v = merge_values(v, factor, axis=1, weights=(v != 0.0).astype(float)).tolist()
+
     def table_size(self) -> int:
         return len(self.v) * self.n_levels
 
@@ -518,29 +561,51 @@ class QLearningPDSPlus(QLearningPDS):
         self.service_rate_factor = float(meta["service_rate_factor"])
         self.speedup_factors = factors
 
-    def approx_model(self) -> QueueModel:
-        """The approximate performance model: exponential service with the perturbed service rate."""
-        m = self.spec.model
-        s = m.service_mean_s / self.service_rate_factor
+    def approx_model(self) -> QueueModel | None:
+        """The approximate performance model: exponential service with the perturbed service rate (paper 001,
+        ``spec.model_mode`` "given"); with a learned model (modes "hint" / "learn") its mean service time
+        unperturbed -- the estimation error is then the real one. None: nothing known yet (no estimate)."""
+        m = self.planning_model()
+        if m is None:
+            return None
+        factor = self.service_rate_factor if self.spec.model_mode == "given" else 1.0
+        s = m.service_mean_s / factor
         return QueueModel(s, s * s, "mg1", m.balancing, m.aggregation)
 
     @property
     def approx_speedups(self) -> np.ndarray:
+        if self.spec.model_mode != "given":
+            return self.spec.speedups  # the node types' declared speedups
         return self.spec.speedups * np.array(self.speedup_factors)
 
+    def _calibrate(self, k: np.ndarray, rate: float, obs: Observation | None) -> None:
+        super()._calibrate(k, rate, obs)
+        if self.spec.model_mode != "given":
+            m = self.planning_model()
+            used = self._approx
+            if m is not None and (
+                used is None
+                or abs(m.service_mean_s / self.service_rate_factor_used - used.service_mean_s)
+                > MODEL_REFRESH_TOLERANCE * used.service_mean_s
+            ):
+                self._on_reconfigure()  # the estimates c^_u are rebuilt lazily from the new model
+
     def estimated_response_time(self, k: np.ndarray, rate: float) -> float:
-        """Response time (s) of deployment ``k`` at ``rate`` (tuples/s) under the approximate model."""
-        return self.approx_model().response_time(np.asarray(k), self.approx_speedups, rate)
+        """Response time (s) of deployment ``k`` at ``rate`` (tuples/s) under the approximate model (0 s when
+        there is none yet)."""
+        m = self.approx_model()
+        return 0.0 if m is None else m.response_time(np.asarray(k), self.approx_speedups, rate)
 
     def _on_reconfigure(self) -> None:
         super()._on_reconfigure()
         self._est_rows: list[list[float] | None] = [None] * len(self.index)
         self._approx = self.approx_model()
+        self.service_rate_factor_used = 1.0 if self.spec.model_mode != "given" else self.service_rate_factor
         self._approx_speedups = self.approx_speedups
         self._approx_speedups_list = self._approx_speedups.tolist()
         m = self._approx
-        self._rr_worst = m.balancing == "round_robin" and m.aggregation == "worst"
-        self._level_rates = [self.spec.rate_levels.rate(lv) for lv in range(self.n_levels)]
+        self._rr_worst = m is None or (m.balancing == "round_robin" and m.aggregation == "worst")
+        self._level_rates = [self.levels.rate(lv) for lv in range(self.n_levels)]
 
     def _init_tables(self) -> None:
         super()._init_tables()
@@ -564,6 +629,8 @@ class QLearningPDSPlus(QLearningPDS):
         return [self._estimate(d, lv) for lv in range(self.n_levels)]
 
     def _compute_estimate(self, key: tuple[int, ...], lv: int) -> float:
+        if self._approx is None:
+            return 0.0  # no model yet (model_mode "learn" before the first observation)
         rate = self._level_rates[lv]
         if self._rr_worst:
             # round robin + worst replica: the slowest type present decides (M/M/1 as variance = mean^2)

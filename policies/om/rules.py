@@ -84,6 +84,10 @@ class RuleBasedPolicy(Policy):
         return self._scale_type
 
     def _deployment_info(self, k: np.ndarray) -> tuple[int, float]:
+        if self.spec.model_mode != "given":
+            # the learned model moves with every observation: no cache; none yet = no utilisation estimate
+            m = self.planning_model()
+            return int(k.sum()), (0.0 if m is None else m.utilisation(k, self._speedups, 1.0))
         key = k.tobytes()
         hit = self._ucache.get(key)
         if hit is None:
@@ -96,6 +100,7 @@ class RuleBasedPolicy(Policy):
         the control loop's ``step()`` (with an observation) needs it for its explanation."""
         if obs is not None:
             return super().act(k, rate, violated, obs)
+        self._calibrate(k, rate, obs)
         if self._prev is not None:
             self.t += 1
         action = self._decide(k, rate, None, False)[0]

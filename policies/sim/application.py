@@ -28,7 +28,7 @@ import numpy as np
 from policies.am.arbiter import Arbiter, Request
 from policies.am.guard import ViolationBudgetGuard
 from policies.apps import Application
-from policies.base import Policy, action_delta
+from policies.base import Observation, Policy, action_delta
 from policies.model import NodeType
 from policies.sim.operator import _ConfigCache
 
@@ -167,6 +167,8 @@ def simulate_application(
     denied = np.zeros((n_steps, n_ops), dtype=bool)
 
     acts = [om.act for om in oms] if oms is not None else []
+    # OMs that learn their model (spec.model_mode hint/learn) are given the measured utilisation and response time
+    feeds = [om.spec.model_mode != "given" for om in oms] if oms is not None else []
     start = time.perf_counter()
     r = [0.0] * n_ops
     reconfigured_at: list[int] = []
@@ -200,7 +202,23 @@ def simulate_application(
             replicas[t, u] = caches[u].entry(keys[u], ks[u])[0]
 
         if oms is not None:
-            proposed = [acts[u](ks[u], float(rates[u]), bool(op_viol[t, u])) for u in range(n_ops)]
+            proposed = [
+                acts[u](ks[u], float(rates[u]), bool(op_viol[t, u]))
+                if not feeds[u]
+                else acts[u](
+                    ks[u],
+                    float(rates[u]),
+                    bool(op_viol[t, u]),
+                    Observation(
+                        ks[u],
+                        float(rates[u]),
+                        r[u],
+                        bool(op_viol[t, u]),
+                        specs[u].model.utilisation(ks[u], caches[u].speedups, float(rates[u])),
+                    ),
+                )
+                for u in range(n_ops)
+            ]
         else:
             assert centralized is not None
             proposed = list(centralized.act(ks, src, app_violated, rates))

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from policies.base import Policy, action_delta
+from policies.base import Observation, Policy, action_delta
 from policies.model import OperatorSpec
 
 
@@ -144,6 +144,9 @@ def run_operator(
         return idx, total, s, var
 
     act = policy.act
+    # a policy that learns its model (spec.model_mode "hint"/"learn") is given what a real engine measures: the
+    # busiest replica's utilisation and the response time, from the simulator's true model
+    feed = policy.spec.model_mode != "given"
     rates = trace.tolist()
     idx, total, s, var = enter(k)
     start = time.perf_counter()
@@ -156,7 +159,11 @@ def run_operator(
         else:
             r = model.response_time(k, speedups, rate)
         violated = r > r_max
-        a = act(k, rate, violated)
+        if feed:
+            u = model.utilisation(k, speedups, rate)
+            a = act(k, rate, violated, Observation(k, rate, r, violated, u))
+        else:
+            a = act(k, rate, violated)
         rt[t] = r
         viol[t] = violated
         dep_idx[t] = idx

@@ -85,8 +85,17 @@ def build_policy(
         c_max=spec.c_max,
         gamma=spec.gamma,
         k_min=spec.k_min,
+        model_mode=spec.model_mode,
     )
     return cls(own, params or {}, seed)
+
+
+def self_calibrating(spec: OperatorSpec) -> OperatorSpec:
+    """The OM's view of ``spec`` as the control loop builds it: no rate range (learned, growing) and no model
+    (learned from the operator's measurements; ``spec.model`` stays the simulator's truth)."""
+    from dataclasses import replace
+
+    return replace(spec, rate_levels=None, model_mode="learn")
 
 
 def run_paper(
@@ -100,17 +109,30 @@ def run_paper(
     weights: CostWeights | None = None,
     steps: int | None = None,
     start: str = "policy",
+    mu: float = PAPER_MU,
+    calibrate: bool = False,
 ) -> SimResult:
     """One paper-mode run of ``policy_name`` over ``trace`` (tuples/s per step). The policy's random choices
     are all drawn from its generator seeded with ``seed``; the simulator itself draws none. Offline policies
     (those with a ``set_trace`` method, i.e. ``dp``) are given the trace unless ``params`` name a trace file.
-    ``start``: see :func:`initial_deployment`."""
-    spec = paper_spec(infra, n_res, k_max, weights)
-    policy = build_policy(policy_name, spec, params, seed)
+    ``start``: see :func:`initial_deployment`. ``mu``: service rate on a speedup-1 node (tuples/s).
+    ``calibrate``: the policy sees the :func:`self_calibrating` spec (learned rate range and model) instead of
+    the paper's given range (30 levels up to 650 tuples/s) and true model."""
+    spec = paper_spec(infra, n_res, k_max, weights, mu=mu)
+    policy = build_policy(policy_name, self_calibrating(spec) if calibrate else spec, params, seed)
     trace = np.asarray(trace, dtype=float)[:steps]
     set_trace = getattr(policy, "set_trace", None)
     if callable(set_trace) and not (params or {}).get("trace_path"):
         set_trace(trace)  # offline policies (dp) are given the whole trace they will run on
     result = run_operator(trace, policy, spec=spec, k0=initial_deployment(spec, policy, start), steps=steps)
-    result.meta.update(infra=infra, node_types=n_res, k_max=k_max, seed=seed, start=start)
+    result.meta.update(
+        infra=infra,
+        node_types=n_res,
+        k_max=k_max,
+        seed=seed,
+        start=start,
+        calibrate=calibrate,
+        rate_range_tuples_s=policy.levels.max_rate,
+        rerangings=policy.rerangings,
+    )
     return result

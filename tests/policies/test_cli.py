@@ -63,7 +63,12 @@ def test_simulate_json_has_exactly_the_documented_keys(python, taxi_head):
         "reconfigurations_pct",
         "avg_resource_cost",
         "wall_seconds",
+        "avg_replicas",
+        "calibrate",
+        "rate_range_tuples_s",
+        "rerangings",
     }
+    assert rec["calibrate"] is False and rec["rate_range_tuples_s"] == 650.0 and rec["rerangings"] == 0
     assert (rec["policy"], rec["infra"], rec["node_types"], rec["k_max"], rec["steps"], rec["seed"]) == (
         "threshold",
         "A",
