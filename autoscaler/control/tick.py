@@ -463,6 +463,12 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
                     f"waiting for capacity in region {region.name}: {am.reason.removeprefix('denied: ')}"
                 )
                 waiting[op.pk] = (region.pk, names[t], decision.reason)
+        grown = explanation.get("calibration")  # the OM re-ranged its rate levels in this step: say so
+        if grown:
+            old_hi, new_hi = grown["old_range_tuples_s"][1], grown["new_range_tuples_s"][1]
+            decision.reason = (
+                f"{decision.reason}; {grown['event']}: [0, {old_hi:.6g}) -> [0, {new_hi:.6g}) tuples/s"
+            ).lstrip("; ")
         if proposal.action != 0 and not decision.granted:
             policy.override_last_action(0)
             control.denied_total += 1
@@ -474,12 +480,11 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
             before[op.name] = decision.deployment
             decision.outcome = Decision.Outcome.DRY_RUN if app.dry_run else Decision.Outcome.APPLYING
             t, d = action_delta(proposal.action, len(names))
-            if d > 0:
+            model = policy.planning_model()  # what the OM learned (or was told) of the operator
+            if d > 0 and model is not None:
                 spec = policy.spec
                 k_old = topo.vector(decision.deployment)
-                gain = spec.model.capacity(proposal.deployment, spec.speedups) - spec.model.capacity(
-                    k_old, spec.speedups
-                )
+                gain = model.capacity(proposal.deployment, spec.speedups) - model.capacity(k_old, spec.speedups)
                 m = metrics.operators[op.name]
                 memory.setdefault(op.name, {}).update(
                     pending_check={

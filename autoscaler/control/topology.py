@@ -18,7 +18,6 @@ from policies.model import NodeType as PolicyNodeType
 
 DEFAULT_OM_POLICY = "threshold"
 DEFAULT_AM_POLICY = "naive"
-DEFAULT_SERVICE_S = 1.0 / 180.0
 
 
 def policy_choice(application: Application, level: str, default: str) -> tuple[str, dict[str, Any]]:
@@ -121,21 +120,31 @@ def naive_configuration(topo: Topology) -> dict[str, Any]:
 def operator_spec(
     topo: Topology, op: Operator, am_config: dict[str, Any], k_min: int = 1, k_max: int | None = None
 ) -> OperatorSpec:
-    """The OM's view of ``op``: node types, replica bounds, its response-time bound (s) and cost weights."""
+    """The OM's view of ``op``: node types, replica bounds, its response-time bound (s) and cost weights.
+
+    Nothing about the operator's performance is assumed (:mod:`policies.calibration`): the rate range of the
+    discretised state is learned from the observed rates (starting from the manifest's ``expectedPeakRate`` when
+    declared) and grows when rates leave it; the service time is learned from the operator's own metrics,
+    starting from the manifest's ``serviceTimeMs`` when declared (``model_mode`` "hint", else "learn": the
+    placeholder model is then never read)."""
+    from policies.calibration import levels_from_hint
+
     bound_ms = am_config.get("bounds_ms", {}).get(op.name, topo.application.r_max_ms)
     w = am_config.get("weights") or {
         "perf": EQUAL_WEIGHTS.perf,
         "res": EQUAL_WEIGHTS.res,
         "rcf": EQUAL_WEIGHTS.rcf,
     }
-    mean = op.service_time_ms / 1000.0 if op.service_time_ms else DEFAULT_SERVICE_S
+    hint_s = op.service_time_ms / 1000.0 if op.service_time_ms else None
     hi = int(k_max if k_max is not None else op.max_parallelism)
     return OperatorSpec(
         node_types=topo.node_types,
         k_max=hi,
         r_max_s=max(float(bound_ms) / 1000.0, 1e-6),
         weights=guarded_weights(CostWeights(float(w["perf"]), float(w["res"]), float(w["rcf"])), am_config),
-        model=QueueModel(mean, mean * mean / 2.0),
+        model=QueueModel(hint_s, hint_s * hint_s / 2.0) if hint_s else QueueModel(),
+        model_mode="hint" if hint_s else "learn",
+        rate_levels=levels_from_hint(op.expected_peak_rate),
         c_max=op.max_parallelism * max(t.price for t in topo.node_types) or 1.0,
         k_min=max(1, min(k_min, hi)),
     )
