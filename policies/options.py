@@ -1,8 +1,8 @@
 """The typed options registry: every parameter a manifest may set for the AM, RM and IM policies, in one place.
 
 Each :class:`Option` has a name (as written in the manifest, snake_case like every policy parameter), a level,
-the policies that take it, a type, a default, a unit, bounds and a doc that says which benchmark measured the
-default. Levels and where a manifest sets them:
+the policies that take it, a type, a default, a unit, bounds, a doc and the benchmark its default comes from
+(``source``, a key of :data:`BENCHMARKS`). Levels and where a manifest sets them:
 
 - ``loop``: what the control loop runs every OM period for the application -- the AM's token-bucket arbitration
   of the OMs' proposals and the violation-budget guard; ``spec.policies.am.params.<name>``, every AM policy;
