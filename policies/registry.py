@@ -80,11 +80,22 @@ def load(level: str, name: str) -> type:
 def validate_params(level: str, name: str, params: dict[str, Any]) -> dict[str, Any]:
     """Check a policy name and its parameters; raise ValueError naming the field. Returns merged params.
 
-    Policies not implemented yet accept only an empty parameter set.
+    AM, RM and IM parameters are those of the options registry (:mod:`policies.options`); OM parameters are
+    the policy class's. Policies not implemented yet accept only an empty parameter set.
     """
     table = POLICIES_BY_LEVEL.get(level, {})
     if name not in table:
         raise ValueError(f"unknown {level} policy {name!r}: choose one of {', '.join(sorted(table))}")
+    from policies import options
+
+    if options.has_options(level, name):
+        # the typed options registry owns these parameters (types, bounds, defaults); the policy class may add
+        # checks of its own on the merged values
+        merged = options.validate(level, name, params)
+        validator = getattr(load(level, name), "validate_params", None)
+        if validator is not None:
+            validator(dict(merged))
+        return merged
     try:
         cls = load(level, name)
     except (ImportError, AttributeError):

@@ -24,6 +24,23 @@ from autoscaler.control.topology import (
 from autoscaler.models import Application
 
 HISTORY_KEPT = 20
+#: options of the ``bo`` AM (``policies.options``, level "am") passed to ``BayesianAM`` under their own names
+BO_OPTIONS = (
+    "n_bo",
+    "max_rounds",
+    "timeout_s",
+    "epsilon",
+    "margin",
+    "margin_r",
+    "replications",
+    "validation_replications",
+    "validate_top",
+    "validation_k",
+    "validation_load",
+    "validation_steps",
+    "validation_phases",
+    "fallback_top",
+)
 
 
 def managed_application(topo: Topology):
@@ -73,6 +90,7 @@ def bo_configuration(
     from policies.am.guard import guard_params
     from policies.am.naive import AMConfiguration
     from policies.model import CostWeights
+    from policies.options import resolve
 
     papp = managed_application(topo)
     roots = [n for n in papp.names if not any(b == n for _, b in papp.edges)]
@@ -91,17 +109,21 @@ def bo_configuration(
         raise ValueError(f"only {len(rates)} complete periods observed since the last tuning (need 5)")
     seen = observed_fractions(app, ticks)
     om_name, om_params = policy_choice(app, "om", DEFAULT_OM_POLICY)
+    # the options registry: BO budget, validation, and the tick's arbitration
+    opts = resolve("am", "bo", params)
     am = BayesianAM(
         papp,
         topo.node_types,
         om_factory_from_registry(om_name, om_params),
         eta_v=app.eta_v,
         eta_r=app.eta_r,
-        n_bo=int(params.get("n_bo", 8)),
-        max_rounds=int(params.get("max_rounds", 1)),
-        timeout_s=float(params.get("timeout_s", 60.0)),
-        guard=guard_params(params),
-        hold_scale_ins=bool(params.get("hold_scale_ins", False)),
+        **{name: opts[name] for name in BO_OPTIONS},
+        # BO simulates the arbitration and the guard the tick runs (same bucket, reserve, batching, hold)
+        bucket_capacity=opts["bucket_capacity"],
+        scale_in_reserve=opts["scale_in_reserve"],
+        batching=opts["batching"],
+        hold_scale_ins=opts["hold_scale_ins"],
+        guard=guard_params(opts),
     )
     current = ApplicationControl.objects.get(application=app).am_config
     if current.get("bounds_ms"):

@@ -56,7 +56,7 @@ from autoscaler.control.nodes import LedgerProvider, active_nodes, region_provid
 from autoscaler.models import Application, Region
 from connectors.infrastructure import NodeProvider, NodeSpec, ProviderError
 from connectors.providers import ProviderUnavailable
-from policies import registry
+from policies import options, registry
 from policies.im.global_policy import RegionQuota
 from policies.model import NodeType as PolicyNodeType
 from policies.rm.base import RegionState
@@ -232,7 +232,11 @@ def _step(region, control, row, slot, period_s, now_s, provider) -> dict[str, An
     )
     # ---- RM (learn from the period that ended, propose) and IM (grant) ----------------------------------
     rm = registry.load("rm", rm_name)(
-        region.name, catalog, k_max=region.max_nodes, params=rm_params, seed=region.pk
+        region.name,
+        catalog,
+        k_max=region.max_nodes,
+        params=options.resolve("rm", rm_name, rm_params),
+        seed=region.pk,
     )
     prev = (
         RegionTick.objects.filter(region=region, slot__lt=slot).exclude(policy="").order_by("-slot").first()
@@ -249,7 +253,7 @@ def _step(region, control, row, slot, period_s, now_s, provider) -> dict[str, An
     im = registry.load("im", im_name)(
         {region.name: catalog},
         {region.name: RegionQuota(region.max_nodes, region.max_new_nodes_per_period)},
-        params=im_params,
+        params=options.resolve("im", im_name, im_params),
     )
     decisions = im.decide(proposals, {region.name: state}) if proposals else []
     # ---- realise the grants through the provider -----------------------------------------------------------

@@ -54,7 +54,7 @@ from autoscaler.control.topology import (
 )
 from autoscaler.models import Application
 from connectors.base import ApplyResult, Connector, Period, PeriodMetrics, ScalingPlan
-from policies import registry
+from policies import options, registry
 from policies.am.arbiter import Arbiter, Request
 from policies.am.guard import GuardParams, ViolationBudgetGuard, guard_params
 from policies.am.naive import EQUAL_WEIGHTS
@@ -364,7 +364,8 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
     memory: dict[str, Any] = dict(control.operator_memory or {})
     app_mem = dict(memory.get("__app__", {}))
     reconfigured = app_mem.get("last_apply_slot") == tick.slot - 1
-    _, am_params = policy_choice(app, "am", DEFAULT_AM_POLICY)
+    am_name, am_params = policy_choice(app, "am", DEFAULT_AM_POLICY)
+    am_options = options.resolve("am", am_name, am_params)  # bucket, reserve, batching, hold, guard
     policies: list[Policy] = []
     proposals = []
     requests: list[Request] = []
@@ -424,12 +425,14 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
         )
         arbiter = Arbiter(
             app.eta_r,
-            1.0,
+            am_options["bucket_capacity"],
             k_max=[b[1] for b in bounds] or 1,
             k_min=[b[0] for b in bounds] or 1,
             node_capacity=capacity.slots,
             node_type_names=topo.type_names,
-            hold_scale_ins=bool(am_params.get("hold_scale_ins", False)),
+            batching=am_options["batching"],
+            scale_in_reserve=am_options["scale_in_reserve"],
+            hold_scale_ins=am_options["hold_scale_ins"],
         )
         if control.bucket_tokens is not None:
             # refill for the periods without a tick since the last one (arbitrate() adds this period's share)
@@ -503,7 +506,7 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
     # the IM's pending consolidation: in this period's batched reconfiguration, or its own if a token is left
     consolidation.take(app, tick, decisions, plan, before, arbiter.bucket)
     control.bucket_tokens = arbiter.bucket.tokens
-    _run_guard(app, tick, control, app_mem, policies, violated_app, guard_params(am_params))
+    _run_guard(app, tick, control, app_mem, policies, violated_app, guard_params(am_options))
     # persist: agent states, decisions, aggregates, ledger -- one transaction (the caller's)
     _save_agents(topo, policies, agents, tick.slot, control.am_config_version)
     Decision.objects.bulk_create(decisions)

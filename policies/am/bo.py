@@ -49,11 +49,13 @@ import numpy as np
 
 from policies.am.arbiter import Arbiter, check_budget
 from policies.am.bayesopt import BOResult, PathSumDomain, SimplexDomain, minimize_constrained
-from policies.am.guard import GUARD_DEFAULTS, GuardParams, ViolationBudgetGuard, check_guard_params
+from policies.am.guard import GuardParams, ViolationBudgetGuard
 from policies.am.naive import EQUAL_WEIGHTS, AMConfiguration, naive_bounds
 from policies.apps import Application
 from policies.base import Policy
 from policies.model import CostWeights, NodeType, OperatorSpec, QueueModel
+from policies.options import defaults as option_defaults
+from policies.options import validate as validate_options
 from policies.registry import load
 from policies.sim.application import simulate_application
 
@@ -142,26 +144,16 @@ class BayesianAM:
     simulations per candidate, with different OM seeds, averaged."""
 
     name = "bo"
-    #: manifest parameters (``spec.policies.am.params``) and their defaults as used by the control loop
-    DEFAULTS: dict[str, Any] = {
-        "n_bo": 8,
-        "max_rounds": 1,
-        "timeout_s": 60.0,
-        **GUARD_DEFAULTS,  # the violation-budget guard and the hold on scale-ins, as for naive
-    }
+    #: manifest parameters (``spec.policies.am.params``) and their defaults as used by the control loop: the
+    #: tuning (BO budget, validation; level ``am`` of :mod:`policies.options`) and, as for naive, the per-period
+    #: arbitration and the guard (level ``loop``). The constructor's own defaults are the library's (tests,
+    #: harnesses); the control loop passes the resolved options.
+    DEFAULTS: dict[str, Any] = option_defaults("am", "bo")
 
     @classmethod
     def validate_params(cls, params: dict[str, Any]) -> dict[str, Any]:
         """Merge manifest ``params`` over :data:`DEFAULTS`; raise ValueError("params.<name>: reason")."""
-        from policies.rm.base import validate_against_defaults
-
-        out = check_guard_params(validate_against_defaults(cls.name, cls.DEFAULTS, params))
-        for key in ("n_bo", "max_rounds"):
-            if out[key] < 1:
-                raise ValueError(f"params.{key}: BO iteration count must be >= 1, got {out[key]!r}")
-        if not out["timeout_s"] > 0:
-            raise ValueError(f"params.timeout_s: must be > 0 seconds, got {out['timeout_s']!r}")
-        return out
+        return validate_options("am", cls.name, params)
 
     def __init__(
         self,

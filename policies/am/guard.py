@@ -27,16 +27,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from policies.model import CostWeights
+from policies.options import option as _option
 
-# defaults: judge the last 200 periods; act when they spend the budget faster than half of eta_V (the margin BO
-# aims at in simulation) and the run so far has spent more than a quarter of it; 15% at a time, down to 0.2
-WINDOW = 200
-TRIGGER = 0.5
-SPENT = 0.25
-RELAX_BELOW = 0.25
-TIGHTEN = 0.85
-MIN_SCALE = 0.2
-COOLDOWN = 50
+# defaults (policies.options, measured by ``python -m policies.bench am --guard``): judge the last 200 periods;
+# act when they spend the budget faster than half of eta_V (the margin BO aims at in simulation) and the run so
+# far has spent more than a quarter of it; 15% at a time, down to 0.2
+WINDOW = _option("guard_window").default
+TRIGGER = _option("guard_trigger").default
+SPENT = _option("guard_spent").default
+RELAX_BELOW = _option("guard_relax_below").default
+TIGHTEN = _option("guard_tighten").default
+MIN_SCALE = _option("guard_min_scale").default
+COOLDOWN = _option("guard_cooldown").default
 
 
 def scaled_weights(tuned: CostWeights, scale: float) -> CostWeights:
@@ -162,29 +164,28 @@ class ViolationBudgetGuard:
         )
 
 
-#: the AM manifest parameters of the guard (``spec.policies.am.params``, naive and bo) and their defaults
+#: the guard's options (``spec.policies.am.params``, every AM policy; :mod:`policies.options`): manifest name ->
+#: GuardParams field
+GUARD_FIELDS: dict[str, str] = {
+    "guard_window": "window",
+    "guard_trigger": "trigger",
+    "guard_spent": "spent",
+    "guard_relax_below": "relax_below",
+    "guard_tighten": "tighten",
+    "guard_min_scale": "min_scale",
+    "guard_cooldown": "cooldown",
+}
+#: the AM manifest parameters of the guard and the hold on scale-ins, with their defaults
 GUARD_DEFAULTS: dict[str, Any] = {
-    "guard": False,
-    "guard_window": WINDOW,
-    "guard_cooldown": COOLDOWN,
-    "hold_scale_ins": False,
+    name: _option(name).default for name in ("guard", *GUARD_FIELDS, "hold_scale_ins")
 }
 
 
 def guard_params(params: dict[str, Any]) -> GuardParams | None:
-    """The guard an AM's manifest ``params`` ask for (None when ``guard`` is false)."""
-    if not params.get("guard"):
+    """The guard an AM's ``params`` ask for (None when ``guard`` is false); an option left out takes its default
+    (:mod:`policies.options`)."""
+    if not params.get("guard", GUARD_DEFAULTS["guard"]):
         return None
     return GuardParams(
-        window=int(params.get("guard_window", WINDOW)), cooldown=int(params.get("guard_cooldown", COOLDOWN))
+        **{field_name: params.get(key, GUARD_DEFAULTS[key]) for key, field_name in GUARD_FIELDS.items()}
     )
-
-
-def check_guard_params(params: dict[str, Any]) -> dict[str, Any]:
-    """Range-check the guard's manifest parameters; raise ValueError("params.<name>: reason")."""
-    for key, field_name in (("guard_window", "window"), ("guard_cooldown", "cooldown")):
-        try:
-            GuardParams(**{field_name: params.get(key, GUARD_DEFAULTS[key])})
-        except ValueError as exc:
-            raise ValueError(f"params.{key}: {str(exc).split(': ', 1)[1]}") from None
-    return params

@@ -16,9 +16,10 @@ from typing import Any, ClassVar
 import numpy as np
 
 from policies.am.arbiter import Arbiter, check_budget
-from policies.am.guard import GUARD_DEFAULTS, check_guard_params
 from policies.apps import Application
 from policies.model import CostWeights, NodeType
+from policies.options import defaults as option_defaults
+from policies.options import validate as validate_options
 
 EQUAL_WEIGHTS = CostWeights(1.0 / 3.0, 1.0 / 3.0, 1.0 / 3.0)
 
@@ -102,18 +103,15 @@ class NaiveAM:
     """
 
     name = "naive"
-    #: manifest parameters (``spec.policies.am.params``) of the control loop's AM, shared by ``bo``: ``guard``
-    #: runs the violation-budget guard (:mod:`policies.am.guard`) every period over the last ``guard_window``
-    #: periods, waiting ``guard_cooldown`` periods after a change; ``hold_scale_ins`` makes the arbiter hold
-    #: scale-ins while an operator violates its bound
-    DEFAULTS: ClassVar[dict[str, Any]] = dict(GUARD_DEFAULTS)
+    #: manifest parameters (``spec.policies.am.params``) of the control loop's AM: the per-period arbitration
+    #: (token bucket, reserve, batching, ``hold_scale_ins``) and the violation-budget guard
+    #: (:mod:`policies.am.guard`); types, bounds and defaults in :mod:`policies.options` (level ``loop``)
+    DEFAULTS: ClassVar[dict[str, Any]] = option_defaults("am", "naive")
 
     @classmethod
     def validate_params(cls, params: dict[str, Any]) -> dict[str, Any]:
         """Merge manifest ``params`` over :data:`DEFAULTS`; raise ValueError("params.<name>: reason")."""
-        from policies.rm.base import validate_against_defaults
-
-        return check_guard_params(validate_against_defaults(cls.name, cls.DEFAULTS, params))
+        return validate_options("am", cls.name, params)
 
     def __init__(
         self,

@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 from policies.im.infrastructure import RegionPool
 from policies.model import NodeType
+from policies.options import defaults as option_defaults
 from policies.rm.base import RegionState, RMProposal, validate_against_defaults
 
 
@@ -67,11 +68,9 @@ class GlobalPolicy:
     """Base IM policy; subclasses define :meth:`priority` (lower = served first)."""
 
     name: ClassVar[str] = ""
-    DEFAULTS: ClassVar[dict[str, Any]] = {
-        "acquisition_budget_per_period": None,  # $/h of newly acquired capacity per period; None = unlimited
-        "provisioning_delay_periods": 1,  # periods before an acquired node can host replicas
-        "consolidate": True,  # propose consolidation after reconfigurations
-    }
+    #: acquisition_budget_per_period ($/h per period, None = unlimited), provisioning_delay_periods, consolidate:
+    #: types, bounds and defaults in :mod:`policies.options`
+    DEFAULTS: ClassVar[dict[str, Any]] = option_defaults("im", "cheapest-first")
 
     def __init__(
         self,
@@ -235,7 +234,7 @@ class RegionPreference(GlobalPolicy):
     """Acquisitions in regions earlier in ``region_order`` are served first (unlisted regions last)."""
 
     name: ClassVar[str] = "region-preference"
-    DEFAULTS: ClassVar[dict[str, Any]] = {**GlobalPolicy.DEFAULTS, "region_order": []}
+    DEFAULTS: ClassVar[dict[str, Any]] = option_defaults("im", "region-preference")
 
     def check_params(self, params: dict[str, Any]) -> None:
         super().check_params(params)

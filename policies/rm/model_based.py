@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from policies.model import NodeType
+from policies.options import defaults as option_defaults
 from policies.rm.base import RegionManager, RegionState, RMProposal
 
 DELTAS = (-1, 0, +1)  # action index -> change in nodes
@@ -29,15 +30,9 @@ DELTAS = (-1, 0, +1)  # action index -> change in nodes
 
 class ModelBasedRM(RegionManager):
     name: ClassVar[str] = "model-based"
-    DEFAULTS: ClassVar[dict[str, Any]] = {
-        "w_d": 0.7,  # weight of the unsatisfied-demand penalty (paper Table 1)
-        "w_r": 0.3,  # weight of the resource cost (the tables call it w_c)
-        "gamma": 0.99,
-        "alpha": 0.1,  # learning rate of the unknown-cost estimate (eq. 5)
-        "u_quantum": 0.1,  # utilisation quantum u-bar
-        "sweeps": 1,  # full backups per period (paper: 1)
-        "monotone": True,  # enforce the monotonicity constraints on c_u
-    }
+    #: w_d (demand penalty, paper Table 1), w_r (resource cost, the tables' w_c), gamma, alpha (eq. 5), u_quantum,
+    #: sweeps, monotone: types, bounds and defaults in :mod:`policies.options`
+    DEFAULTS: ClassVar[dict[str, Any]] = option_defaults("rm", "model-based")
 
     def __init__(
         self,

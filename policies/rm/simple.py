@@ -12,17 +12,14 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from policies.options import defaults as option_defaults
 from policies.rm.base import RegionManager, RegionState, RMProposal
 
 
 class SimpleProvisioning(RegionManager):
     name: ClassVar[str] = "simple"
-    DEFAULTS: ClassVar[dict[str, Any]] = {
-        # Idle nodes kept ready; the paper does not publish its value, 1 per region is our default.
-        "n_idle": 1,
-        # Acquire also the nodes that waiting scale-out requests need (not only one node at a time).
-        "cover_waiting": True,
-    }
+    #: ``n_idle`` (idle nodes kept ready, 1), ``cover_waiting``: see :mod:`policies.options`
+    DEFAULTS: ClassVar[dict[str, Any]] = option_defaults("rm", "simple")
 
     @classmethod
     def check_params(cls, params: dict[str, Any]) -> None:

@@ -20,7 +20,13 @@ def half_used_pipeline(eta_r: float, n_operators: int = 2) -> tuple[Application,
     """Two-core A1 nodes; op0 and op1 run 2 replicas each, the region step packs them on one node each. A third
     operator runs 3 replicas in region-b (no region step there: its changes do not touch region-a's nodes)."""
     app = simulated_pipeline("packed", n_operators=n_operators, rate_scale=QUIET)
-    policies = {**app.policies, "rm": {"name": "simple", "params": {"n_idle": 0}}}
+    # a one-token bucket without reserve (policies.options defaults to 3 with 1 kept): the budget runs out fast
+    one_token = {"bucket_capacity": 1, "scale_in_reserve": 0}
+    policies = {
+        **app.policies,
+        "am": {"name": "naive", "params": one_token},
+        "rm": {"name": "simple", "params": {"n_idle": 0}},
+    }
     Application.objects.filter(pk=app.pk).update(eta_r=eta_r, policies=policies)
     NodeType.objects.filter(catalog__name="infra-a", name="A1").update(cores=2)
     Deployment.objects.filter(operator__application=app, operator__name__in=["op0", "op1"]).update(

@@ -82,7 +82,7 @@ def guard_acted(name: str):  # noqa: ANN201
 
 def test_turning_the_guard_off_gives_the_tuned_weights_back():
     app = guard_acted("unguarded")
-    with_am(app, {})
+    with_am(app, {"guard": False})
     run_tick(app.pk, 12)
     control = ApplicationControl.objects.get(application=app)
     assert control.am_config["guard_scale"] == 1.0

@@ -416,15 +416,10 @@ def test_validation_load_scales_the_observed_rates() -> None:
 
 
 def test_bo_manifest_params_are_validated() -> None:
-    assert BayesianAM.validate_params({"n_bo": 3}) == {
-        "n_bo": 3,
-        "max_rounds": 1,
-        "timeout_s": 60.0,
-        "guard": False,
-        "guard_window": 200,
-        "guard_cooldown": 50,
-        "hold_scale_ins": False,
-    }
+    from policies.options import defaults
+
+    # the defaults are the options registry's (what the AM benchmark ran with)
+    assert BayesianAM.validate_params({"n_bo": 3}) == {**defaults("am", "bo"), "n_bo": 3}
     for params, field in (
         ({"n_bo": 0}, "n_bo"),
         ({"max_rounds": 0}, "max_rounds"),

@@ -361,7 +361,7 @@ def test_agent_inspector_shows_the_violation_budget_guard_and_its_reason(alice, 
     html = alice_client.get("/applications/guarded/agents/").content.decode()
     assert 'id="am-guard"' in html and "<strong>0.850</strong>" in html
     assert "guard" in html and "violations 100.00% over the last 2 periods" in html
-    app.policies = {**app.policies, "am": "naive"}
+    app.policies = {**app.policies, "am": {"name": "naive", "params": {"guard": False}}}  # on by default
     app.save()
     drive(app, 1, first=12)  # turned off: the tuned weights are back, the banner goes
     html = alice_client.get("/applications/guarded/agents/").content.decode()
