@@ -113,9 +113,12 @@ def merge_values(
 
 
 def calibration_entry(old: RateLevels, new: RateLevels, rate: float) -> dict[str, Any]:
-    """The ``explanation["calibration"]`` entry of a step in which the range grew."""
+    """The ``explanation["calibration"]`` entry of a step in which the range grew (event "rate range set" when
+    it grew from the placeholder :data:`INITIAL_RANGE`, i.e. at the first observation of a range learned from
+    scratch; "rate range grown" otherwise)."""
+    placeholder = old == RateLevels(INITIAL_LEVELS, INITIAL_RANGE, grow=True)
     return {
-        "event": "rate range grown",
+        "event": "rate range set" if placeholder else "rate range grown",
         "old_range_tuples_s": [0.0, old.max_rate],
         "new_range_tuples_s": [0.0, new.max_rate],
         "levels": new.n,

@@ -44,7 +44,10 @@ BO_OPTIONS = (
 
 
 def managed_application(topo: Topology):
-    """``policies.apps.Application`` over the managed operators, edges contracted through unmanaged ones."""
+    """``policies.apps.Application`` over the managed operators, edges contracted through unmanaged ones; each
+    operator's service time as learned from its metrics (:mod:`autoscaler.control.calibration`, the declared
+    ``serviceTimeMs`` before that). ValueError naming the operator when neither is known yet."""
+    from autoscaler.control.calibration import learned_service_times
     from policies.apps import Application as PolicyApplication
     from policies.apps import OperatorDef
 
@@ -67,13 +70,15 @@ def managed_application(topo: Topology):
         return out
 
     edges = tuple(sorted((a, b) for a in managed for b in reach(a)))
-    ops = tuple(
-        OperatorDef(
-            op.name,
-            (op.service_time_ms or 1000.0 / 180.0) / 1000.0,
-            ((op.service_time_ms or 1000.0 / 180.0) / 1000.0) ** 2 / 2.0,
-            float(op.selectivity),
+    service = learned_service_times(topo)
+    unknown = [name for name, v in service.items() if v is None]
+    if unknown:
+        raise ValueError(
+            f"operators {', '.join(unknown)}: service time not learned yet (no period with utilisation or "
+            "response time measured) and no serviceTimeMs declared"
         )
+    ops = tuple(
+        OperatorDef(op.name, service[op.name][0], service[op.name][1], float(op.selectivity))
         for op in topo.operators
     )
     k_max = max(op.max_parallelism for op in topo.operators)
@@ -124,6 +129,8 @@ def bo_configuration(
         batching=opts["batching"],
         hold_scale_ins=opts["hold_scale_ins"],
         guard=guard_params(opts),
+        # its simulated OMs learn their rate range and service time as the loop's do (policies.calibration)
+        self_calibrating=True,
     )
     current = ApplicationControl.objects.get(application=app).am_config
     if current.get("bounds_ms"):

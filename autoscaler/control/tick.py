@@ -467,7 +467,7 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
                 )
                 waiting[op.pk] = (region.pk, names[t], decision.reason)
         grown = explanation.get("calibration")  # the OM re-ranged its rate levels in this step: say so
-        if grown:
+        if grown and grown.get("event") == "rate range grown":
             old_hi, new_hi = grown["old_range_tuples_s"][1], grown["new_range_tuples_s"][1]
             decision.reason = (
                 f"{decision.reason}; {grown['event']}: [0, {old_hi:.6g}) -> [0, {new_hi:.6g}) tuples/s"
