@@ -17,7 +17,9 @@ from policies.calibration import ServiceTimeEstimator
 PERIODS_READ = 500
 
 
-def learned_service_times(topo: Topology, periods: int = PERIODS_READ) -> dict[str, tuple[float, float] | None]:
+def learned_service_times(
+    topo: Topology, periods: int = PERIODS_READ
+) -> dict[str, tuple[float, float] | None]:
     """Per managed operator: ``(mean service time (s), its variance (s^2))`` on a speedup-1 node, learned from
     the newest ``periods`` done ticks; the declared hint (variance mean^2 / 2) when they teach nothing; None
     when neither is known."""

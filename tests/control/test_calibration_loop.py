@@ -61,7 +61,9 @@ def test_a_rate_30x_above_the_range_grows_it_and_the_decision_says_so():
     assert after.levels.max_rate > 10 * low_range  # the range followed the rate
     assert after.t > steps_before  # the agent kept learning (state carried over, not restarted)
     reasons = list(
-        Decision.objects.filter(application=app, operator__name="op0", slot__gte=16).values_list("reason", flat=True)
+        Decision.objects.filter(application=app, operator__name="op0", slot__gte=16).values_list(
+            "reason", flat=True
+        )
     )
     assert any("rate range grown" in r for r in reasons), reasons
     grown = [
