@@ -131,6 +131,13 @@ def node_counts(doc: dict[str, Any] | None) -> dict[str, dict[str, int]]:
     return {t: dict(c) for t, c in (doc.get("nodes") or derive(dict(doc))["nodes"]).items()}
 
 
+def region_node_counts(region_id: int) -> dict[str, dict[str, int]]:
+    """:func:`node_counts` of the region's stored document (empty before its first step or when it publishes
+    none); the API's ``node_counts`` and the dashboard's region page both come from here."""
+    doc = RegionControl.objects.filter(region_id=region_id).values_list("capacity", flat=True).first()
+    return node_counts(doc)
+
+
 def for_viewer(doc: dict[str, Any] | None, app_ids: set[int] | None) -> dict[str, Any]:
     """The document as one user may see it: other users' applications' entries left out (``None`` = all)."""
     if not doc:

@@ -199,6 +199,7 @@ def _step(region, control, row, slot, period_s, now_s, provider) -> dict[str, An
         provider = provider or region_provider(region, rows, slot)
     except (ProviderUnavailable, ValueError) as exc:  # unknown kind, or the provider rejects its settings
         return _no_action(row, control, rm_name, f"provider unavailable: {exc}", warnings)
+    seen = None
     if not isinstance(provider, LedgerProvider):
         try:
             seen = {n.node_id: n for n in provider.nodes()}
@@ -206,7 +207,12 @@ def _step(region, control, row, slot, period_s, now_s, provider) -> dict[str, An
             return _no_action(row, control, rm_name, f"provider failed to list nodes: {exc}", warnings)
         rows, changes = _reconcile(region, rows, seen, slot, now_s, provider.kind, grace_s=period_s)
         executed += changes
-    became_ready = [r for r in rows if r.state == RegionNode.State.BOOTING and r.ready_at_s <= now_s]
+    # a booting node becomes capacity at its ready time, and (real providers) once the provider lists it
+    became_ready = [
+        r
+        for r in rows
+        if r.state == RegionNode.State.BOOTING and r.ready_at_s <= now_s and (seen is None or r.node_id in seen)
+    ]
     for r in became_ready:
         r.state = RegionNode.State.READY
     RegionNode.objects.filter(pk__in=[r.pk for r in became_ready]).update(state=RegionNode.State.READY)
