@@ -23,8 +23,8 @@ Who writes it:
 - the region step (``autoscaler.control.regions``) rebuilds it from the node rows, the replicas the engines run
   and the grants still being applied (their tick is ``applying``); the others are then running or failed;
 - an application's tick (:meth:`Capacity.reserve`) replaces its own ``apps`` entry by the replicas it observes
-  now (so its applied scale-ins free capacity for the others at once) and its grants by the scale-outs it just
-  granted, with a compare-and-set on ``version`` inside the tick's transaction (the row stays locked until the
+  now (so its applied scale-ins free capacity for the others at once) and its grants by the net rise per type
+  of the reconfiguration it just granted (a scale-in's slot may host a scale-out of the same batch), with a compare-and-set on ``version`` inside the tick's transaction (the row stays locked until the
   tick commits); when another writer came first the tick re-reads and re-arbitrates (``RETRIES`` times, then it
   grants no scale-out in managed regions: they wait). A tick whose entry did not change writes nothing.
 
@@ -172,7 +172,8 @@ class Capacity:
         key = str(app_id)
         dry_run = bool(getattr(topo.application, "dry_run", False))
         now: dict[int, dict[str, int]] = {rid: {} for rid in self.snapshots}
-        adds: dict[int, list[dict[str, Any]]] = {rid: [] for rid in self.snapshots}
+        net: dict[int, dict[str, int]] = {rid: {} for rid in self.snapshots}
+        outs: dict[int, dict[str, list[str]]] = {rid: {} for rid in self.snapshots}
         for op, r, d in zip(topo.operators, requests, granted, strict=True):
             rid = op.deployment.region_id
             if rid not in self.snapshots:
@@ -182,8 +183,17 @@ class Capacity:
                     now[rid][t] = now[rid].get(t, 0) + int(n)
             if d.changed and not dry_run:
                 t, delta = action_delta(d.applied, len(names))
+                net[rid][names[t]] = net[rid].get(names[t], 0) + delta
                 if delta > 0:
-                    adds[rid].append({"app": app_id, "slot": slot, "operator": op.name, "node_type": names[t], "n": 1})
+                    outs[rid].setdefault(names[t], []).append(op.name)
+        # the batch is one reconfiguration: a slot a scale-in frees may host a scale-out of the same batch. Until
+        # it is applied both the replicas before and after it run or may run: reserve per type only the net rise
+        # (the scale-ins leave the count when the application's next tick observes them applied)
+        adds: dict[int, list[dict[str, Any]]] = {rid: [] for rid in self.snapshots}
+        for rid, per_type in net.items():
+            for t, n in per_type.items():
+                for op_name in outs[rid].get(t, [])[: max(n, 0)]:
+                    adds[rid].append({"app": app_id, "slot": slot, "operator": op_name, "node_type": t, "n": 1})
         writes: dict[int, dict[str, Any]] = {}
         for rid, snap in self.snapshots.items():
             old_grants = [g for g in snap.get("grants") or [] if str(g.get("app")) == key]
