@@ -149,10 +149,27 @@ class RegionStep(_Answer):
     executed: list[Any]
 
 
+class NodeCounts(_Answer):
+    """Nodes and replica slots of one node type (``autoscaler.control.capacity``): ``ready = used + free``
+    (``used``: hosting or reserved for a replica), ``pending`` booting apart; ``used_slots`` = replicas running plus
+    scale-outs granted and not yet applied; ``unplaced`` = replicas running without a slot (a lost node)."""
+
+    ready: int
+    pending: int
+    used: int
+    free: int
+    ready_slots: int
+    used_slots: int
+    free_slots: int
+    unplaced: int
+
+
 class RegionControlAnswer(_Answer):
-    """``GET/PUT .../regions/<name>/``. For a non-staff user the other users' applications are left out
-    (nodes list only the user's replicas; waiting scale-outs, consolidations and step details only the user's
-    applications; other applications' names in texts read ``another user's application``)."""
+    """``GET/PUT .../regions/<name>/``. ``capacity`` is the region's node-accounting document and ``node_counts``
+    its counts per node type (empty before the first RM step). For a non-staff user the other users' applications
+    are left out (nodes list only the user's replicas; the capacity document only the user's applications'
+    entries and grants, its counts stay whole; waiting scale-outs, consolidations and step details only the
+    user's applications; other applications' names in texts read ``another user's application``)."""
 
     region: str
     rm_period_s: float | None = None
@@ -161,6 +178,7 @@ class RegionControlAnswer(_Answer):
     im: PolicyInForce | None = None
     policy_source: str
     capacity: dict[str, Any]
+    node_counts: dict[str, NodeCounts]
     last_error: str
     nodes: list[RegionNodeEntry]
     consolidations: list[ConsolidationEntry]

@@ -46,6 +46,29 @@ def running_replicas(region: Region) -> dict[str, dict[str, int]]:
     return out
 
 
+def with_grants(running: dict[str, dict[str, int]], grants: list[dict]) -> dict[str, dict[str, int]]:
+    """``running`` plus the granted scale-outs not applied yet (``autoscaler.control.capacity`` grants): they
+    hold a slot in the ledger as a running replica does, so the node they will run on is not idle."""
+    out = {k: dict(v) for k, v in running.items()}
+    for g in grants:
+        key = replica_key(int(g["app"]), str(g.get("operator", "")))
+        per = out.setdefault(key, {})
+        per[g["node_type"]] = per.get(g["node_type"], 0) + int(g.get("n", 1))
+    return out
+
+
+def replicas_by_application(running: dict[str, dict[str, int]], names: list[str]) -> dict[int, dict[str, int]]:
+    """Replicas per node type of the catalog (``names``) per application id."""
+    out: dict[int, dict[str, int]] = {}
+    for key, per_type in running.items():
+        app = int(key.partition("/")[0])
+        for t, n in per_type.items():
+            if t in names and int(n) > 0:
+                out.setdefault(app, {})
+                out[app][t] = out[app].get(t, 0) + int(n)
+    return out
+
+
 def reconcile(
     ready: list[RegionNode], running: dict[str, dict[str, int]], cores: dict[str, int]
 ) -> dict[str, int]:

@@ -16,8 +16,8 @@ unset = the shortest OM period of the running applications placed in the region.
 ``s * period``; the step of slot ``s`` runs once (a duplicate returns the recorded decisions).
 
 Nodes. The provider is ``Region.provider`` (``connectors.providers.build_provider``; ``bookkeeping`` regions use
-``autoscaler.control.nodes.LedgerProvider`` over the durable rows). At a region's first step with a bookkeeping
-provider the nodes the running deployments need are adopted as ready; with a real provider every step reconciles:
+``autoscaler.control.nodes.LedgerProvider`` over the durable rows). With a bookkeeping provider the nodes that running
+replicas without a slot need are adopted as ready (see below); with a real provider every step reconciles:
 nodes the provider runs that are not recorded are adopted, recorded nodes it no longer runs become ``lost`` (a
 booting node only one RM period after its ready time: new nodes may register with their cluster late).
 An acquired node is ``booting`` until ``acquired + Region.provisioningDelayS``, then ``ready``; only ready nodes
@@ -29,15 +29,21 @@ are idle. Provider failures are recorded (``RegionTick.executed`` / ``RegionCont
 told what was really done.
 
 State given to the RM: ``active`` = ready nodes per type, ``pending`` = booting, ``idle`` = ready and not busy,
-``used_slots``/``total_slots`` = replicas running / slots on ready nodes, ``utilisation`` = used / total slots,
-``unsatisfied`` / ``waiting_slots`` = the scale-outs of running applications waiting for capacity in this region
-(``WaitingRequest``, written by the application ticks; the M_r term of the RM cost).
+``used_slots``/``total_slots`` = replicas running or granted / slots on ready nodes, ``utilisation`` = used / total
+slots, ``unsatisfied`` / ``waiting_slots`` / ``waiting`` (per type) = the scale-outs of running applications
+waiting for capacity in this region (``WaitingRequest``, written by the application ticks; the M_r term of the RM
+cost) plus replicas without a slot, ``free_slots`` per type.
 
-Capacity for the AM. Each step stores ``RegionControl.capacity`` (ready and used slots per node type, a version,
-and the scale-outs granted since); application ticks grant and reserve within it (``autoscaler.control.capacity``).
-Known approximation: replicas granted but not yet running when a step runs are not in its ``used`` count. A region
-whose provider reports nodes of types outside its catalog (e.g. a user's own Spark workers, ``managed: false``)
-publishes no capacity: the AM does not limit grants there (recorded as a warning).
+Node accounting (one source of truth, ``autoscaler.control.capacity``). Each step rebuilds
+``RegionControl.capacity`` from the active node rows, the replicas the engines run and the AMs' grants still being
+applied (their tick is ``applying``; they hold a slot in the placement ledger like a running replica, so the node
+they will run on is neither idle nor released); application ticks grant and reserve within it. It carries the
+ready / pending / used / free nodes per type that the RM state, the API and the dashboard show. Replicas that run
+without a slot: a bookkeeping region adopts nodes for them (at its first step all of them, later those of
+deployments applied since); with a real provider they count as waiting demand for the RM (``unplaced``). The RM
+sees per node type what the waiting scale-outs wait for (``RegionState.waiting``) and acquires that type.
+A region whose provider reports nodes of types outside its catalog (e.g. a user's own Spark workers,
+``managed: false``) publishes no capacity: the AM does not limit grants there (recorded as a warning).
 """
 
 from __future__ import annotations
@@ -48,10 +54,10 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Q, Sum
+from django.db.models import Q
 
-from autoscaler.control import consolidation, placement
-from autoscaler.control.models import RegionControl, RegionNode, RegionTick, WaitingRequest
+from autoscaler.control import capacity, consolidation, placement
+from autoscaler.control.models import RegionControl, RegionNode, RegionTick, Tick, WaitingRequest
 from autoscaler.control.nodes import LedgerProvider, active_nodes, region_provider
 from autoscaler.models import Application, Region
 from connectors.infrastructure import NodeProvider, NodeSpec, ProviderError
@@ -183,41 +189,67 @@ def _step(region, control, row, slot, period_s, now_s, provider) -> dict[str, An
     executed: list[dict[str, Any]] = []
     rows = active_nodes(region)
     running = placement.running_replicas(region)
-    used = used_replicas(region, names, running)
+    kept = pending_grants(control.capacity or {})
+    occupied = placement.with_grants(running, kept)
+    used = used_replicas(region, names, occupied)
     needed = np.ceil(used / cores).astype(np.int64)
+    slots_per_type = {n: int(c) for n, c in zip(names, cores, strict=True)}
     # ---- the provider and the durable node record ------------------------------------------------------
     try:
         provider = provider or region_provider(region, rows, slot)
     except (ProviderUnavailable, ValueError) as exc:  # unknown kind, or the provider rejects its settings
         return _no_action(row, control, rm_name, f"provider unavailable: {exc}", warnings)
-    first_step = not RegionNode.objects.filter(region=region).exists()
-    if isinstance(provider, LedgerProvider):
-        if first_step:
-            rows = _adopt_needed(region, provider, names, needed, slot, now_s, specs)
-            executed.append({"adopted": [r.node_id for r in rows]})
-    else:
+    seen = None
+    if not isinstance(provider, LedgerProvider):
         try:
             seen = {n.node_id: n for n in provider.nodes()}
         except ProviderError as exc:
             return _no_action(row, control, rm_name, f"provider failed to list nodes: {exc}", warnings)
         rows, changes = _reconcile(region, rows, seen, slot, now_s, provider.kind, grace_s=period_s)
         executed += changes
-    became_ready = [r for r in rows if r.state == RegionNode.State.BOOTING and r.ready_at_s <= now_s]
+    # a booting node becomes capacity at its ready time, and (real providers) once the provider lists it
+    became_ready = [
+        r
+        for r in rows
+        if r.state == RegionNode.State.BOOTING and r.ready_at_s <= now_s and (seen is None or r.node_id in seen)
+    ]
     for r in became_ready:
         r.state = RegionNode.State.READY
     RegionNode.objects.filter(pk__in=[r.pk for r in became_ready]).update(state=RegionNode.State.READY)
     ready = [r for r in rows if r.state == RegionNode.State.READY]
+    unplaced = placement.reconcile(ready, occupied, slots_per_type)
+    if isinstance(provider, LedgerProvider) and unplaced:
+        # bookkeeping: replicas that run (or were granted) without a node have one -- at the first step all of
+        # them, later those of deployments applied since (a new application, a manifest): adopt the nodes
+        adopted = _adopt(region, provider, unplaced, slots_per_type, slot, now_s, specs)
+        executed.append({"adopted": [r.node_id for r in adopted]})
+        rows += adopted
+        ready += adopted
+        unplaced = placement.reconcile(ready, occupied, slots_per_type)
     booting = [r for r in rows if r.state == RegionNode.State.BOOTING]
     active = np.array([sum(r.node_type == n for r in ready) for n in names], dtype=np.int64)
     pending = np.array([sum(r.node_type == n for r in booting) for n in names], dtype=np.int64)
-    unplaced = placement.reconcile(ready, running, {n: int(c) for n, c in zip(names, cores, strict=True)})
     busy_ids = _busy(ready, unplaced, provider)
     idle = np.array(
         [sum(r.node_type == n and r.node_id not in busy_ids for r in ready) for n in names], dtype=np.int64
     )
+    free_slots = np.array(
+        [
+            0 if unplaced.get(n) else sum(c - len(r.replicas or []) for r in ready if r.node_type == n)
+            for n, c in zip(names, cores, strict=True)
+        ],
+        dtype=np.int64,
+    )
     waiting_rows = WaitingRequest.objects.filter(region=region, application__state=Application.State.RUNNING)
-    waiting = waiting_rows.aggregate(n=Sum("slots"))
-    unsatisfied = waiting_rows.count()
+    waiting_by_type = dict.fromkeys(names, 0)
+    for t, n in waiting_rows.values_list("node_type", "slots"):
+        if t in waiting_by_type:
+            waiting_by_type[t] += int(n)
+    for t, n in unplaced.items():  # replicas without a slot need one as much as a waiting scale-out
+        if t in waiting_by_type:
+            waiting_by_type[t] += int(n)
+    waiting = np.array([waiting_by_type[n] for n in names], dtype=np.int64)
+    unsatisfied = waiting_rows.count() + int(sum(unplaced.values()) > 0)
     total_slots = int((active * cores).sum())
     state = RegionState(
         region.name,
@@ -228,7 +260,9 @@ def _step(region, control, row, slot, period_s, now_s, provider) -> dict[str, An
         total_slots,
         float(min(used.sum() / total_slots, 1.0)) if total_slots else 0.0,
         unsatisfied,
-        int(waiting["n"] or 0),
+        int(waiting.sum()),
+        waiting=waiting,
+        free_slots=free_slots,
     )
     # ---- RM (learn from the period that ended, propose) and IM (grant) ----------------------------------
     rm = registry.load("rm", rm_name)(
@@ -272,9 +306,6 @@ def _step(region, control, row, slot, period_s, now_s, provider) -> dict[str, An
     ready_after = [r for r in rows if r.state == RegionNode.State.READY]
     proposed = consolidation.propose(region, im, catalog, ready_after, slot)
     # ---- record --------------------------------------------------------------------------------------------
-    ready_slots = {
-        n: int(sum(r.node_type == n for r in ready_after) * c) for n, c in zip(names, cores, strict=True)
-    }
     row.policy = rm_name
     row.state = {
         "node_types": names,
@@ -288,6 +319,8 @@ def _step(region, control, row, slot, period_s, now_s, provider) -> dict[str, An
         "utilisation": state.utilisation,
         "unsatisfied": unsatisfied,
         "waiting_slots": state.waiting_slots,
+        "waiting": waiting.tolist(),
+        "free_slots": free_slots.tolist(),
         "period_s": period_s,
         "rm": {"policy": rm_name, "params": rm_params, "source": rm_source},
         "im": {"policy": im_name, "params": im_params, "source": im_source},
@@ -333,17 +366,30 @@ def _step(region, control, row, slot, period_s, now_s, provider) -> dict[str, An
         )
         row.warnings = warnings
         row.save(update_fields=["warnings"])
+    booting_after = [r for r in rows if r.state == RegionNode.State.BOOTING]
     control.capacity = (
         {}
         if foreign
-        else {
-            "version": int((control.capacity or {}).get("version", 0)) + 1,
-            "granted": {},
-            "slot": slot,
-            "ready_slots": ready_slots,
-            "used_slots": {n: int(u) for n, u in zip(names, used, strict=True)},
-        }
+        else capacity.build(
+            int((control.capacity or {}).get("version", 0)) + 1,
+            slot,
+            {
+                n: {
+                    "cores": int(c),
+                    "ready": sum(r.node_type == n for r in ready_after),
+                    "pending": sum(r.node_type == n for r in booting_after),
+                    "idle": sum(r.node_type == n and r.node_id not in busy_ids for r in ready_after),
+                }
+                for n, c in zip(names, cores, strict=True)
+            },
+            placement.replicas_by_application(running, names),
+            kept,
+            unplaced,
+        )
     )
+    if control.capacity:
+        row.state["nodes"] = capacity.node_counts(control.capacity)
+        row.save(update_fields=["state"])
     errors = [e["error"] for e in executed if "error" in e]
     control.last_error = f"slot {slot}: {errors[-1]}" if errors else ""
     control.save()
@@ -362,15 +408,16 @@ def _no_action(row, control, rm_name, error, warnings) -> dict[str, Any]:
     return {"duplicate": False, "decisions": [], "error": error, "warnings": warnings}
 
 
-def _adopt_needed(region, provider, names, needed, slot, now_s, specs) -> list[RegionNode]:
-    """First step of a bookkeeping region: the nodes the running deployments need exist already."""
+def _adopt(region, provider, unplaced, cores, slot, now_s, specs) -> list[RegionNode]:
+    """Bookkeeping regions: the nodes that replicas without a slot run on exist (adopted as ready)."""
     rows = []
-    for name, n in zip(names, needed, strict=True):
-        if n <= 0:
+    for name, n in sorted(unplaced.items()):
+        count = math.ceil(int(n) / max(cores.get(name, 1), 1))
+        if count <= 0 or name not in specs:
             continue
         t = specs[name]
         for node in provider.acquire(
-            NodeSpec(name, t.cores, t.memory_mib, t.speedup, t.price_per_hour), int(n)
+            NodeSpec(name, t.cores, t.memory_mib, t.speedup, t.price_per_hour), count
         ):
             rows.append(
                 RegionNode(
@@ -382,10 +429,30 @@ def _adopt_needed(region, provider, names, needed, slot, now_s, specs) -> list[R
                     acquired_slot=slot,
                     acquired_at_s=now_s,
                     ready_at_s=now_s,
-                    reason="adopted: hosts the running deployments at the region's first step",
+                    reason=f"adopted: hosts {int(n)} running replica(s) of {name} that had no node",
                 )
             )
     return RegionNode.objects.bulk_create(rows)
+
+
+def pending_grants(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The grants of ``doc`` whose tick is still applying them (the others run now, or failed)."""
+    grants = [g for g in doc.get("grants") or [] if isinstance(g, dict) and g.get("app") is not None]
+    if not grants:
+        return []
+    applying = set(
+        Tick.objects.filter(
+            application_id__in={int(g["app"]) for g in grants},
+            status=Tick.Status.APPLYING,
+            application__state=Application.State.RUNNING,
+        ).values_list("application_id", "slot")
+    )
+    apps_applying = {a for a, _ in applying}
+    return [
+        g
+        for g in grants
+        if (int(g["app"]), g.get("slot")) in applying or (g.get("slot") is None and int(g["app"]) in apps_applying)
+    ]
 
 
 def _reconcile(

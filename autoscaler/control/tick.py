@@ -440,7 +440,7 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
             tokens = control.bucket_tokens + min(skipped, 10**6) * arbiter.bucket.rate
             arbiter.bucket.tokens = min(max(tokens, 0.0), arbiter.bucket.capacity)
         granted = arbiter.arbitrate(requests) if requests else []
-        if capacity.reserve(topo, requests, granted):
+        if capacity.reserve(topo, requests, granted, slot=tick.slot):
             break
     plan: dict[str, dict[str, int]] = {}
     before: dict[str, dict[str, int]] = {}

@@ -27,7 +27,7 @@ from autoscaler import manifests
 from autoscaler.api import control_schemas as answers
 from autoscaler.api.errors import errors_response
 from autoscaler.api.params import QueryParam, ValidatedQueryMixin
-from autoscaler.control import agents, aggregates, regions
+from autoscaler.control import agents, aggregates, capacity, regions
 from autoscaler.control.models import (
     ApplicationControl,
     Consolidation,
@@ -207,6 +207,9 @@ _REGION_STATE_KEYS = (
     "utilisation",
     "unsatisfied",
     "waiting_slots",
+    "waiting",
+    "free_slots",
+    "nodes",
     "period_s",
     "provider",
 )
@@ -281,7 +284,8 @@ class RegionView(ControlView):
             "rm": {"policy": control.rm_policy, "params": control.rm_params} if control else None,
             "im": {"policy": control.im_policy, "params": control.im_params} if control else None,
             "policy_source": view.text(control.policy_source) if control else "",
-            "capacity": control.capacity if control else {},
+            "capacity": capacity.for_viewer(control.capacity if control else {}, None if view.all else view.app_ids),
+            "node_counts": capacity.node_counts(control.capacity if control else {}),
             "last_error": view.text(control.last_error) if control else "",
             "nodes": [
                 {

@@ -139,10 +139,18 @@ def resource_form(request: HttpRequest, slug: str, name: str | None = None) -> H
             "can_write": _can_write(request, page),
             "nav_active": slug + "s",
             "history": obj.history.all()[:20] if isinstance(obj, m.Deployment) else None,
+            "node_counts": _node_counts(obj) if isinstance(obj, m.Region) else None,
             "has_errors": status == 400,
         },
         status=status,
     )
+
+
+def _node_counts(region: m.Region) -> list[dict]:
+    """The region's nodes per type (ready = used + free; pending apart) as the API shows them."""
+    from autoscaler.control.capacity import region_node_counts
+
+    return [{"node_type": t, **c} for t, c in region_node_counts(region.pk).items()]
 
 
 @login_required

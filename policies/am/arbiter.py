@@ -176,6 +176,8 @@ class Arbiter:
             return (0 if d < 0 else 1, 0 if r.violated else 1, -float(r.utilisation), r.operator)
 
         violating = [r.operator for r in requests if r.violated]
+        in_use_before = in_use.copy()
+        lost_conflict: list[tuple[Request, int]] = []  # denied a node only because a batch-mate took it
         feasible: list[Request] = []
         taken_by: dict[int, list[int]] = {}
         for r in sorted(changes, key=priority):
@@ -198,6 +200,7 @@ class Arbiter:
                     reason += (
                         f"; conflict: the last one was granted to operator {rivals[-1]} (higher priority)"
                     )
+                    lost_conflict.append((r, t))
             else:
                 reason = ""
             if reason:
@@ -230,6 +233,11 @@ class Arbiter:
                 # nothing is applied this period: the capacity reasons above assumed the batch went through
                 for r in feasible:
                     decisions[id(r)] = Decision(r.operator, r.action, 0, self._budget_reason(only_ins))
+                # a node lost to a batch-mate that gets nothing is free after all: the budget denies it
+                cap = self.node_capacity
+                for r, t in lost_conflict:
+                    if cap is not None and in_use_before[t] + 1 <= cap[t]:
+                        decisions[id(r)] = Decision(r.operator, r.action, 0, self._budget_reason(False))
                 feasible = []
         self.reconfigurations += int(bool(feasible))
         out = [decisions[id(r)] for r in requests]

@@ -57,7 +57,8 @@ class RegionState:
     replica slots (one core = one replica) in use / available on active nodes; ``utilisation``: mean CPU
     utilisation of the replicas running in the region, in [0, 1]; ``unsatisfied``: scale-out requests of the
     application that are waiting because no node had a free slot (M_r of eq. 1); ``waiting_slots``: slots those
-    requests need.
+    requests need; ``waiting``: those slots per node type (the type each request waits for; None = unknown);
+    ``free_slots``: free replica slots per type on active nodes (None = unknown).
     """
 
     region: str
@@ -69,6 +70,8 @@ class RegionState:
     utilisation: float
     unsatisfied: int = 0
     waiting_slots: int = 0
+    waiting: np.ndarray | None = None
+    free_slots: np.ndarray | None = None
 
     @property
     def n_active(self) -> int:
@@ -82,6 +85,18 @@ class RegionState:
     @property
     def n_idle(self) -> int:
         return int(np.sum(self.idle))
+
+    def shortfall(self, cores: list[int]) -> np.ndarray:
+        """Nodes per type still to acquire for the waiting requests of that type: the slots they wait for beyond
+        the free slots of the type and the slots of its booting nodes, in nodes (``cores`` slots per node).
+        Zero everywhere when the state does not say which type the requests wait for."""
+        n = len(self.active)
+        if self.waiting is None:
+            return np.zeros(n, dtype=np.int64)
+        free = np.zeros(n, dtype=np.int64) if self.free_slots is None else np.asarray(self.free_slots)
+        c = np.maximum(np.asarray(cores, dtype=np.int64), 1)
+        missing = np.maximum(np.asarray(self.waiting, dtype=np.int64) - free - np.asarray(self.pending) * c, 0)
+        return -(-missing // c)
 
 
 @dataclass

@@ -11,8 +11,9 @@ the monotonicity constraints (never lower with fewer nodes or higher utilisation
 ``k' = k + a``, ``P[u'|u]`` and ``P[f'|f, a]`` estimated from observed frequencies. Every period the whole
 Q-table is backed up with the Bellman equation (full backup); the action is greedy (no exploration needed).
 
-With several node types in the region the RM acquires the type with the lowest price per slot and releases the
-most expensive idle node; ``k`` counts nodes of every type.
+With several node types in the region the RM acquires the type that waiting requests need (the one most short of
+nodes), else the one with the lowest price per slot, and releases the most expensive idle node; ``k`` counts nodes
+of every type.
 """
 
 from __future__ import annotations
@@ -164,8 +165,12 @@ class ModelBasedRM(RegionManager):
         if d == 0:
             return []
         if d > 0:
-            t_new = self.cheapest_per_slot()
+            short = state.shortfall([max(t.cores, 1) for t in self.catalog])
+            # a request waiting for a node type is served by that type only; else the cheapest per slot
+            t_new = int(np.argmax(short)) if short.any() else self.cheapest_per_slot()
             reason = f"RL: acquiring one node has the lowest long-run cost in state (k={k}, u={u}, f={f})"
+            if short.any():
+                reason += f"; {self.catalog[t_new].name} because requests wait for it"
             return [RMProposal(self.region, self.catalog[t_new].name, 1, reason, expl)]
         idle_types = [i for i in range(len(self.catalog)) if state.idle[i] > 0]
         ti = max(idle_types, key=lambda i: self.catalog[i].price)

@@ -2,7 +2,9 @@
 
 When fewer than ``n_idle`` nodes are idle the RM acquires the shortfall (plus what waiting scale-out requests
 need); when more are idle it releases the surplus. New nodes are of the catalog type with the lowest price per
-slot; surplus idle nodes are released most expensive first.
+slot; surplus idle nodes are released most expensive first. When the state says which node type the waiting
+requests wait for (``RegionState.waiting``), the RM acquires nodes of that type for them (beyond the type's free
+slots and booting nodes) and keeps ``n_idle`` spare nodes besides the idle ones those requests will take.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ class SimpleProvisioning(RegionManager):
 
     def propose(self, state: RegionState) -> list[RMProposal]:
         self.t += 1
+        if state.waiting is not None:
+            return self._propose_typed(state)
         n_idle = int(self.params["n_idle"])
         idle_now = state.n_idle + int(np.sum(state.pending))  # pending nodes will be idle when ready
         t_new = self.cheapest_per_slot()
@@ -48,27 +52,75 @@ class SimpleProvisioning(RegionManager):
                 + f": acquire {n}"
             )
             return [RMProposal(self.region, self.catalog[t_new].name, n, reason, {"n_idle_target": n_idle})]
-        surplus = state.n_idle - n_idle - need_for_waiting
-        if surplus > 0:
-            out: list[RMProposal] = []
-            order = np.argsort([-t.price for t in self.catalog], kind="stable")
-            left = surplus
-            for ti in order:
-                n = min(int(state.idle[ti]), left)
-                if n > 0:
-                    out.append(
-                        RMProposal(
-                            self.region,
-                            self.catalog[ti].name,
-                            -n,
-                            f"{state.n_idle} idle node(s) > n_idle={n_idle}: release {n} idle {self.catalog[ti].name}",
-                        )
-                    )
-                    left -= n
-                if left == 0:
-                    break
+        return self._release_surplus(state, state.n_idle - n_idle - need_for_waiting, state.idle)
+
+    def _propose_typed(self, state: RegionState) -> list[RMProposal]:
+        """The requests say which node type they wait for: acquire nodes of THAT type (a waiting A1 request is
+        not served by an idle A2 node), plus ``n_idle`` spare nodes of the cheapest type per slot."""
+        n_idle = int(self.params["n_idle"])
+        cores = [max(t.cores, 1) for t in self.catalog]
+        waiting = np.asarray(state.waiting, dtype=np.int64)
+        cover = bool(self.params["cover_waiting"])
+        short = state.shortfall(cores) if cover else np.zeros(len(cores), dtype=np.int64)
+        # idle and booting nodes of a waiting type will be taken by the requests waiting for it: not spare
+        taken = np.minimum(
+            np.asarray(state.idle) + np.asarray(state.pending),
+            -(-waiting // np.asarray(cores)) if cover else 0,
+        )
+        spare = state.n_idle + int(np.sum(state.pending)) - int(np.sum(taken))
+        t_new = self.cheapest_per_slot()
+        want = short.copy()
+        want[t_new] += max(n_idle - spare, 0)
+        room = self.k_max - state.n_nodes
+        out: list[RMProposal] = []
+        for i in [i for i in np.argsort(-short, kind="stable") if want[i] > 0]:
+            n = min(int(want[i]), room)
+            if n <= 0:
+                break
+            room -= n
+            parts = []
+            if short[i] > 0:
+                parts.append(f"{int(waiting[i])} slot(s) of {self.catalog[i].name} waited for")
+            if i == t_new and n_idle - spare > 0:
+                parts.append(f"{spare} spare idle node(s) (+booting) < n_idle={n_idle}")
+            reason = " and ".join(parts) + f": acquire {n} {self.catalog[i].name}"
+            out.append(
+                RMProposal(
+                    self.region,
+                    self.catalog[i].name,
+                    n,
+                    reason,
+                    {"n_idle_target": n_idle, "waiting_slots": int(waiting[i]), "shortfall": int(short[i])},
+                )
+            )
+        if out:
             return out
-        return []
+        idle_spare = np.maximum(np.asarray(state.idle) - taken, 0)
+        return self._release_surplus(state, int(np.sum(idle_spare)) - n_idle, idle_spare)
+
+    def _release_surplus(self, state: RegionState, surplus: int, idle: np.ndarray) -> list[RMProposal]:
+        """Release ``surplus`` of the ``idle`` nodes (per type), most expensive first."""
+        if surplus <= 0:
+            return []
+        n_idle = int(self.params["n_idle"])
+        out: list[RMProposal] = []
+        order = np.argsort([-t.price for t in self.catalog], kind="stable")
+        left = surplus
+        for ti in order:
+            n = min(int(idle[ti]), left)
+            if n > 0:
+                out.append(
+                    RMProposal(
+                        self.region,
+                        self.catalog[ti].name,
+                        -n,
+                        f"{state.n_idle} idle node(s) > n_idle={n_idle}: release {n} idle {self.catalog[ti].name}",
+                    )
+                )
+                left -= n
+            if left == 0:
+                break
+        return out
 
 
 class StaticProvisioning(RegionManager):

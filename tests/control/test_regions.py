@@ -198,10 +198,16 @@ def test_connectors_bookkeeping_provider_realises_the_grants_and_paused_waits_do
     app = simulated_pipeline("kept", n_operators=1)
     region = Region.objects.get(name="region-a")
     provider = BookkeepingProvider()
-    region_step(region.pk, 10, provider=provider)  # nothing runs at the provider yet: acquire n_idle=1 (A2)
-    assert [(n.node_type, n.busy) for n in provider.nodes()] == [("A2", False)]
-    row = RegionNode.objects.get(region=region)
-    assert (row.node_id, row.state, row.provider) == (provider.nodes()[0].node_id, "ready", "bookkeeping")
+    # nothing runs at the provider yet: op0's replica has no node, which the RM acquires (an A1: the type it runs
+    # on, counted as waiting demand), and n_idle=1 (A2)
+    region_step(region.pk, 10, provider=provider)
+    row = RegionTick.objects.get(region=region, slot=10)
+    assert row.state["unplaced"] == {"A1": 1} and row.state["waiting"] == [1, 0, 0]
+    assert sorted((n.node_type, n.busy) for n in provider.nodes()) == [("A1", False), ("A2", False)]
+    rows = {r.node_type: r for r in RegionNode.objects.filter(region=region)}
+    assert (rows["A2"].node_id, rows["A2"].state, rows["A2"].provider) == (
+        [n.node_id for n in provider.nodes() if n.node_type == "A2"][0], "ready", "bookkeeping"
+    )
     WaitingRequest.objects.create(
         region=region, application=app, operator=app.operators.get(name="op0"), node_type="A2",
         since_slot=10, last_slot=10,
@@ -227,7 +233,12 @@ def test_two_applications_never_get_more_than_the_provisioned_slots():
     assert d1.granted and d1.outcome == "applied"
     assert not d2.granted and d2.reason.startswith("waiting for capacity in region region-a")
     cap = RegionControl.objects.get(region=region).capacity
-    assert cap["granted"] == {"A2": 1} and cap["version"] == 2
+    assert cap["grants"] == [{"app": one.pk, "slot": 10, "operator": "op0", "node_type": "A2", "n": 1}]
+    assert cap["version"] == 2  # two's tick changed nothing: it wrote nothing
+    assert cap["nodes"]["A2"] == {
+        "ready": 1, "pending": 0, "used": 1, "free": 0, "ready_slots": 1, "used_slots": 1, "free_slots": 0,
+        "unplaced": 0,
+    }
 
 
 def test_a_stale_capacity_read_is_refused_and_the_tick_re_arbitrates():
@@ -248,7 +259,13 @@ def test_a_stale_capacity_read_is_refused_and_the_tick_re_arbitrates():
     stale = capacity.read(topo, [k])
     assert read.reserve(topo, [Request(0, k, up)], grant) is True
     assert stale.reserve(topo, [Request(0, k, up)], grant) is False  # someone reserved meanwhile
-    assert capacity.read(topo, [k]).slots.tolist() == [1, 0, 0]
+    # the grant holds the one A2 slot: another application sees none free; this one sees it among its own
+    # replicas once applied (its tick observes k = A1 + A2), so it cannot take a second one
+    other = simulated_pipeline("other", n_operators=1)
+    other_topo = topology(other)
+    assert capacity.read(other_topo, [k]).slots.tolist() == [0, 0, 0]  # (its A1 node comes at the next step)
+    applied = topo.vector({"A1": 1, "A2": 1})
+    assert capacity.read(topo, [applied]).slots.tolist() == [1, 1, 0]
     assert capacity.read(topo, [k], freeze=True).slots.tolist() == [1, 0, 0]
 
 
