@@ -125,7 +125,7 @@ def _run_task(task, args: tuple) -> Any:
 
 
 def run_scenario(
-    scenario: Scenario, periods: int, trace_dir: Path, om_policy: str | None = None
+    scenario: Scenario, periods: int, trace_dir: Path, om_policy: str | dict[str, Any] | None = None
 ) -> ScenarioRun:
     """Apply the scenario's manifests and drive ``periods`` control periods of every application (see module
     doc); the applications stay in the database until :func:`cleanup`."""

@@ -252,7 +252,7 @@ SCENARIOS: dict[str, Scenario] = {
 
 
 def documents(
-    scenario: Scenario, trace_dir: Path, periods: int, om_policy: str | None
+    scenario: Scenario, trace_dir: Path, periods: int, om_policy: str | dict[str, Any] | None
 ) -> list[dict[str, Any]]:
     """The scenario's manifest documents; ``om_policy`` (when given) replaces every application's
     ``spec.policies.om`` (the manifest field, so it is validated like any user's)."""

@@ -12,6 +12,7 @@ that no running dispatcher (Celery beat) serves: the bench's applications are ``
 
 from __future__ import annotations
 
+import json
 import logging
 import tempfile
 import time
@@ -41,6 +42,11 @@ class Command(BaseCommand):
         parser.add_argument(
             "--policy", help="OM policy of every application (set in the manifests' spec.policies.om)"
         )
+        parser.add_argument(
+            "--policy-params",
+            help="JSON object of OM policy params (spec.policies.om.params; needs --policy), "
+            'e.g. \'{"capacity_bound": false}\'',
+        )
         parser.add_argument("--json", action="store_true", help="one JSON object per application and line")
         parser.add_argument(
             "--no-baseline", action="store_true", help="skip bench_control's in-process figure (saves ~10 s)"
@@ -56,6 +62,17 @@ class Command(BaseCommand):
             raise CommandError(f"--warmup: must be in 0..{periods - 1}, got {warmup}")
         if repeat < 1:
             raise CommandError(f"--repeat: must be >= 1, got {repeat}")
+        om_policy = opts["policy"]
+        if opts["policy_params"] is not None:
+            if not om_policy:
+                raise CommandError("--policy-params: needs --policy")
+            try:
+                params = json.loads(opts["policy_params"])
+            except json.JSONDecodeError as exc:
+                raise CommandError(f"--policy-params: not JSON ({exc})") from None
+            if not isinstance(params, dict):
+                raise CommandError("--policy-params: must be a JSON object")
+            om_policy = {"name": om_policy, "params": params}
         # every eager task would log "Task ... succeeded" at INFO: the bench prints its own summary
         logging.getLogger("celery.app.trace").setLevel(logging.WARNING)
         rows = []
@@ -67,7 +84,7 @@ class Command(BaseCommand):
                     per_app: dict[str, list] = {}
                     for k in range(repeat):
                         try:
-                            run = run_scenario(scenario, periods, Path(tmp), opts["policy"])
+                            run = run_scenario(scenario, periods, Path(tmp), om_policy)
                         except ManifestError as exc:
                             for error in exc.errors:
                                 self.stderr.write(f"error: scenario {name}: {error}")
