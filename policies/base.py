@@ -81,6 +81,8 @@ class Observation:
     ``violated``: whether the operator's bound was exceeded; derived from ``response_time_s`` when None.
     ``utilisation``: busy fraction of the busiest replica in [0, 1+], if measured.
     ``complete``: False when metrics were missing: the policy must neither learn nor scale.
+    ``processing_rate``: tuples/s the replicas processed over the period, if measured (below the input rate when
+    the operator is saturated: then it measures the deployment's capacity, which the input rate does not).
     """
 
     deployment: np.ndarray
@@ -89,6 +91,7 @@ class Observation:
     violated: bool | None = None
     utilisation: float | None = None
     complete: bool = True
+    processing_rate: float | None = None
 
 
 @dataclass

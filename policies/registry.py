@@ -56,6 +56,18 @@ OM_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 
+#: the OM policy the demos and ``bench_loop``'s demo scenario run: the best one measured through the product's
+#: own loop (``manage.py bench_loop``, docs/benchmarks.md "The control loop a user runs")
+RECOMMENDED_OM = "model-based-capacity"
+
+
+def om_choice(name: str) -> dict[str, Any]:
+    """A manifest's ``spec.policies.om`` for an OM policy or named variant: ``{"name", "params"}`` (a variant is
+    written as its registered policy plus its parameters, so the manifest says what runs)."""
+    base, params = OM_VARIANTS.get(name, (name, {}))
+    return {"name": base, "params": dict(params)}
+
+
 def resolve_om(name: str) -> tuple[type, dict[str, Any]]:
     """The class and parameters of an OM policy or named variant (``OM_VARIANTS``); ValueError if unknown."""
     base, params = OM_VARIANTS.get(name, (name, {}))

@@ -34,13 +34,13 @@ export DJANGO_DEBUG="${DJANGO_DEBUG:-1}"
 .venv/bin/python scripts/demo_common.py save-token admin
 case "$ENGINE" in
 spark)
-    exec .venv/bin/python scripts/demo_spark.py --policy "${DEMO_POLICY:-ql-pds-plus}" \
+    exec .venv/bin/python scripts/demo_spark.py ${DEMO_POLICY:+--policy "$DEMO_POLICY"} \
         --period "${DEMO_PERIOD:-20}" --seconds "${DEMO_SECONDS:-0}" --port "${DEMO_PORT:-8000}" ;;
 flink)
     source scripts/flink_env.sh >/dev/null
-    exec .venv/bin/python scripts/demo_flink.py --policy "${DEMO_POLICY:-ql-pds-plus}" \
+    exec .venv/bin/python scripts/demo_flink.py ${DEMO_POLICY:+--policy "$DEMO_POLICY"} \
         --period "${DEMO_PERIOD:-20}" --seconds "${DEMO_SECONDS:-0}" --port "${DEMO_PORT:-8000}" ;;
 simulated)
-    exec .venv/bin/python scripts/demo_control.py --policy "${DEMO_POLICY:-ql-pds-plus}" \
+    exec .venv/bin/python scripts/demo_control.py ${DEMO_POLICY:+--policy "$DEMO_POLICY"} \
         --period "${DEMO_PERIOD:-10}" --seconds "${DEMO_SECONDS:-0}" --port "${DEMO_PORT:-8000}" ;;
 esac

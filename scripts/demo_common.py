@@ -132,7 +132,9 @@ def print_slo(app, last_periods: int) -> int:
     """Print :func:`slo_line` when a period was recorded since ``last_periods``; returns the period count."""
     from autoscaler.control.models import ApplicationControl
 
-    periods = ApplicationControl.objects.filter(application=app).values_list("periods", flat=True).first() or 0
+    periods = (
+        ApplicationControl.objects.filter(application=app).values_list("periods", flat=True).first() or 0
+    )
     if periods != last_periods:
         line = slo_line(app)
         if line:

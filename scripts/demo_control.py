@@ -24,6 +24,8 @@ sys.path.insert(0, str(ROOT))
 
 from demo_common import print_slo  # noqa: E402 - scripts/ is on sys.path when run as a script
 
+from policies.registry import RECOMMENDED_OM, om_choice  # noqa: E402
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -32,7 +34,11 @@ def main() -> int:
         "--seconds", type=float, default=0.0, help="stop after this many seconds (0 = Ctrl-C)"
     )
     parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--policy", default="threshold", help="OM policy of the demo application")
+    parser.add_argument(
+        "--policy",
+        default=RECOMMENDED_OM,
+        help="OM policy (or named variant) of the demo application; default: the best measured in bench_loop",
+    )
     args = parser.parse_args()
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "autoscaler.settings")
@@ -47,8 +53,15 @@ def main() -> int:
     from autoscaler.models import Application
 
     Application.objects.filter(owner__username="demo", name="demo-taxi").delete()
+    choice = om_choice(args.policy)
     app = simulated_pipeline(
-        "demo-taxi", n_operators=3, om_policy=args.policy, owner="demo", period_s=args.period, rate_scale=0.6
+        "demo-taxi",
+        n_operators=3,
+        om_policy=choice["name"],
+        om_params=choice["params"],
+        owner="demo",
+        period_s=args.period,
+        rate_scale=0.6,
     )
     var = Path(os.environ.get("AUTOSCALER_VAR_DIR", ROOT / "var"))
     var.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,6 @@
 """The live Flink demo: the PyFlink WordCount on a local Flink cluster under closed-loop RL control.
 
-    .venv/bin/python scripts/demo_flink.py [--seconds 0] [--port 8000] [--policy ql-pds-plus] [--period 20]
+    .venv/bin/python scripts/demo_flink.py [--seconds 0] [--port 8000] [--policy model-based-capacity] [--period 20]
 
 Uses the embedded defaults unless the environment says otherwise (SQLite under var/, kombu's filesystem broker).
 It migrates, then starts and watches:
@@ -26,6 +26,7 @@ with complete metrics were recorded.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -37,6 +38,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import demo_common as common  # noqa: E402 - scripts/ is on sys.path when run as a script
+
+from policies.registry import RECOMMENDED_OM, om_choice  # noqa: E402
 
 APP = "demo-flink-wordcount"
 OWNER = "demo"
@@ -75,7 +78,7 @@ spec:
     - {{name: counter, kind: operator, maxParallelism: {kmax}}}
     - {{name: top, kind: sink}}
   streams: [[sentences, splitter], [splitter, counter], [counter, top]]
-  policies: {{om: {policy}, am: naive}}
+  policies: {{om: {policy_json}, am: naive}}
   periods: {{omS: {period}, amS: {am_period}}}
   regions: [flink-demo]
   state: running
@@ -101,7 +104,11 @@ def parse_args() -> argparse.Namespace:
         help="stop after the control loop ran this many seconds (0 = Ctrl-C)",
     )
     p.add_argument("--port", type=int, default=8000, help="web server port")
-    p.add_argument("--policy", default="ql-pds-plus", help="OM policy of both controlled operators")
+    p.add_argument(
+        "--policy",
+        default=RECOMMENDED_OM,
+        help="OM policy (or named variant) of both controlled operators; default: the best measured",
+    )
     p.add_argument("--period", type=float, default=20.0, help="T_OM (s)")
     p.add_argument("--compress", type=float, default=72.0, help="trace minutes per wall minute")
     p.add_argument("--rate-scale", type=float, default=0.1, help="multiplier of the Taxi trace rates")
@@ -142,7 +149,7 @@ def _setup(args: argparse.Namespace, cluster) -> object:
         rest_url=cluster.rest_url,
         rmax_ms=args.rmax_ms,
         kmax=args.kmax,
-        policy=args.policy,
+        policy_json=json.dumps(om_choice(args.policy)),
         period=args.period,
         am_period=3 * args.period,
     )

@@ -1,6 +1,6 @@
 """The live Spark demo: a real WordCount on a local Spark standalone cluster under closed-loop RL control.
 
-    .venv/bin/python scripts/demo_spark.py [--seconds 0] [--port 8000] [--policy ql-pds-plus] [--period 20]
+    .venv/bin/python scripts/demo_spark.py [--seconds 0] [--port 8000] [--policy model-based-capacity] [--period 20]
 
 Uses the embedded defaults unless the environment says otherwise (SQLite under var/, kombu's filesystem broker).
 It migrates, then starts and watches:
@@ -24,6 +24,7 @@ then the cluster and the control plane); it exits 0 when decisions with complete
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import signal
@@ -36,6 +37,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import demo_common as common  # noqa: E402 - scripts/ is on sys.path when run as a script
+
+from policies.registry import RECOMMENDED_OM, om_choice  # noqa: E402
 
 APP = "demo-wordcount"
 OWNER = "demo"
@@ -77,7 +80,7 @@ spec:
     - {{name: counter, kind: operator, maxParallelism: {kmax}}}
     - {{name: top, kind: sink}}
   streams: [[sentences, splitter], [splitter, counter], [counter, top]]
-  policies: {{om: {policy}, am: naive}}
+  policies: {{om: {policy_json}, am: naive}}
   periods: {{omS: {period}, amS: {am_period}}}
   regions: [spark-demo]
   state: running
@@ -98,7 +101,11 @@ def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seconds", type=float, default=0.0, help="stop after this many seconds (0 = Ctrl-C)")
     p.add_argument("--port", type=int, default=8000, help="web server port")
-    p.add_argument("--policy", default="ql-pds-plus", help="OM policy of both controlled operators")
+    p.add_argument(
+        "--policy",
+        default=RECOMMENDED_OM,
+        help="OM policy (or named variant) of both controlled operators; default: the best measured",
+    )
     p.add_argument("--period", type=float, default=20.0, help="T_OM (s)")
     p.add_argument("--interval", type=float, default=5.0, help="micro-batch trigger interval (s)")
     p.add_argument("--compress", type=float, default=72.0, help="trace minutes per wall minute")
@@ -144,7 +151,7 @@ def _setup(args: argparse.Namespace, cluster, workdir: Path) -> tuple[object, st
         workdir=workdir,
         rmax_ms=args.rmax_ms,
         kmax=args.kmax,
-        policy=args.policy,
+        policy_json=json.dumps(om_choice(args.policy)),
         period=args.period,
         am_period=3 * args.period,
     )

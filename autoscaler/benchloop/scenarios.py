@@ -34,10 +34,13 @@ import numpy as np
 import yaml
 from django.conf import settings
 
+from policies.registry import RECOMMENDED_OM, om_choice
+
 OWNER = "bench-loop"
 CATALOG = "bench-loop-infra-a3"
-#: the simulated demo's default OM policy (scripts/demo.sh runs scripts/demo_control.py --policy ql-pds-plus)
-DEMO_OM_POLICY = "ql-pds-plus"
+#: the simulated demo's default OM policy (scripts/demo_control.py's default: the recommended one), as the
+#: manifest writes it
+DEMO_OM_POLICY = om_choice(RECOMMENDED_OM)
 TAXI_START = 360  # trace index of 06:00 on the first day (one rate per minute)
 EXAMPLES = Path(settings.BASE_DIR) / "manifests" / "examples"
 
@@ -111,7 +114,7 @@ def pipeline_document(
     rate_scale: float = 1.0,
     om_s: float = 60.0,
     am_s: float = 600.0,
-    om_policy: str = DEMO_OM_POLICY,
+    om_policy: str | dict[str, Any] = DEMO_OM_POLICY,
     n_operators: int = 3,
 ) -> dict[str, Any]:
     """The demo's application shape (``autoscaler.control.builders.simulated_pipeline``) as a manifest."""

@@ -382,7 +382,7 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
         rt = m.response_time_s
         violated = rt is None or not np.isfinite(rt) or rt > policy.spec.r_max_s
         violated_any = violated_any or violated
-        obs = Observation(k, float(m.input_rate), rt, violated, m.utilisation, True)
+        obs = Observation(k, float(m.input_rate), rt, violated, m.utilisation, True, m.processing_rate)
         proposal = policy.step(obs)
         policies.append(policy)
         proposals.append(proposal)
@@ -487,7 +487,9 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
             if d > 0 and model is not None:
                 spec = policy.spec
                 k_old = topo.vector(decision.deployment)
-                gain = model.capacity(proposal.deployment, spec.speedups) - model.capacity(k_old, spec.speedups)
+                gain = model.capacity(proposal.deployment, spec.speedups) - model.capacity(
+                    k_old, spec.speedups
+                )
                 m = metrics.operators[op.name]
                 memory.setdefault(op.name, {}).update(
                     pending_check={

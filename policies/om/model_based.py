@@ -252,7 +252,9 @@ class ModelBased(Policy):
     def _upper_bounds(self) -> np.ndarray:
         """Upper ends of the theta brackets: violations, and measured capacities that no period without
         violation contradicts."""
-        capacity = capacity_estimates(self.cap_stats)
+        capacity = scaled_to_unmeasured_speeds(
+            capacity_estimates(self.cap_stats), np.unique(self.spec.speedups)
+        )
         cap = np.where(capacity > self.thr_lo, capacity, np.inf)
         return np.minimum(self.thr_hi, cap)
 
@@ -323,6 +325,7 @@ class ModelBased(Policy):
             elif not settling and not violated and not overloaded and x > self.thr_lo[rank]:
                 self.thr_lo[rank] = x
                 changed = True
+            processed = obs.processing_rate if obs is not None else None
             if (
                 self.params["capacity_bound"]
                 and not settling
@@ -333,6 +336,16 @@ class ModelBased(Policy):
                 st = self.cap_stats[rank]
                 st[:5] += (1.0, x, u, x * x, x * u)
                 st[5] = max(st[5], x / u)
+                changed = True
+            elif overloaded and not settling and processed is not None and 0.0 < processed < rate_now:
+                # saturated: the arrivals overstate what a replica sustains, but what the replicas processed is
+                # their capacity -- the point (capacity, u = 1) of the line u = a + b x. Without it an operator
+                # saturated from its first period never measured a capacity and the policy waited for an
+                # untried node type it believed infinitely fast.
+                xp = processed / n
+                st = self.cap_stats[rank]
+                st[:5] += (1.0, xp, 1.0, xp * xp, xp)
+                st[5] = max(st[5], xp)
                 changed = True
             if changed:
                 self._thresholds = None
@@ -555,6 +568,20 @@ def capacity_estimates(cap_stats: np.ndarray) -> np.ndarray:
             (n >= CAPACITY_FIT_MIN_PERIODS) & (var_x > (CAPACITY_FIT_MIN_SPREAD * mean_x) ** 2) & (b > 0.0)
         )
     return np.where(usable & (fit > out), fit, out)
+
+
+def scaled_to_unmeasured_speeds(capacity: np.ndarray, speeds: np.ndarray) -> np.ndarray:
+    """Per-replica capacities (tuples/s) per speed rank (ascending ``speeds``), the ranks without a measurement
+    (``inf``) filled from the measured ones scaled by the speed ratio -- a replica of speed ``s`` serves ``s``
+    times the work of a speed-1 one (the queueing model's speedup). The largest such estimate is kept (optimism,
+    as everywhere in this policy, but bounded: an untried node type is no longer assumed infinitely fast, which
+    made the policy wait for a swap to it that the no-scale-in-under-overload rule forbids). Unchanged when
+    nothing is measured."""
+    measured = np.isfinite(capacity)
+    if not measured.any() or measured.all():
+        return capacity
+    per_speed = capacity[measured] / speeds[measured]  # tuples/s per unit of speed
+    return np.where(measured, capacity, per_speed.max() * speeds)
 
 
 def level_exceedance(

@@ -215,6 +215,8 @@ def simulate_application(
                         r[u],
                         bool(op_viol[t, u]),
                         specs[u].model.utilisation(ks[u], caches[u].speedups, float(rates[u])),
+                        True,
+                        min(float(rates[u]), specs[u].model.capacity(ks[u], caches[u].speedups)),
                     ),
                 )
                 for u in range(n_ops)

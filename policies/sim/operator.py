@@ -161,7 +161,8 @@ def run_operator(
         violated = r > r_max
         if feed:
             u = model.utilisation(k, speedups, rate)
-            a = act(k, rate, violated, Observation(k, rate, r, violated, u))
+            processed = min(rate, model.capacity(k, speedups))
+            a = act(k, rate, violated, Observation(k, rate, r, violated, u, True, processed))
         else:
             a = act(k, rate, violated)
         rt[t] = r

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from policies.base import Observation, apply_action
-from policies.model import CostWeights, OperatorSpec, RateLevels, infrastructure
+from policies.model import CostWeights, NodeType, OperatorSpec, QueueModel, RateLevels, infrastructure
 from policies.om import mdp
 from policies.om.model_based import (
     CAPACITY_FIT_MIN_PERIODS,
@@ -537,3 +537,52 @@ def test_capacity_bound_takes_no_capacity_from_a_period_busy_all_the_time() -> N
     )
     assert policy.cap_stats[0, 0] == 1 and capacity_estimates(policy.cap_stats)[0] == pytest.approx(40.0)
     assert policy.thr_lo[0] == 30.0  # nor do they raise the lower bound
+
+
+def _step_run(params: dict, processing_rate: bool = True, before: float = 150.0, after: float = 450.0) -> int:
+    """A 5-ms operator on A1/A2/A3 (speed = price 1.0/0.7/1.3), R_max 33 ms, learned range and model, equal
+    weights: ``before`` tuples/s for 80 periods then ``after``; returns the violated periods after the step."""
+    from policies.base import Observation
+
+    types = (NodeType("A1", 1.0, 1.0), NodeType("A2", 0.7, 0.7), NodeType("A3", 1.3, 1.3))
+    true = QueueModel(0.005, 0.005**2 / 2)
+    spec = OperatorSpec(
+        types, k_max=10, r_max_s=0.1 / 3, weights=CostWeights(1 / 3, 1 / 3, 1 / 3), rate_levels=None,
+        model_mode="learn",
+    )  # fmt: skip
+    policy = ModelBased(spec, params, seed=1)
+    k, violations = np.array([1, 0, 0]), 0
+    for t in range(200):
+        rate = before if t < 80 else after
+        r = true.response_time(k, spec.speedups, rate)
+        u = min(true.utilisation(k, spec.speedups, rate), 1.0)  # an engine's busy fraction saturates at 1
+        processed = min(rate, true.capacity(k, spec.speedups)) if processing_rate else None
+        violated = not r <= spec.r_max_s
+        violations += violated and t >= 80
+        obs = Observation(k.copy(), rate, r if np.isfinite(r) else None, violated, u, True, processed)
+        k = policy.step(obs).deployment
+    return violations
+
+
+def test_capacity_bound_scales_out_after_a_step_instead_of_waiting_for_an_untried_type() -> None:
+    """Issue 20: after a 3x step the capacity-bound policy sat at A1+A3 for 120 periods (100 % violations):
+    it planned a swap to A3, which it believed infinitely fast (never measured), through a scale-in that its
+    no-scale-in-under-overload rule forbids. Unmeasured speeds now get the measured capacity scaled by speed."""
+    assert _step_run({"capacity_bound": True}) <= 5
+
+
+def test_capacity_bound_measures_capacity_from_the_processing_rate_when_saturated_from_the_start() -> None:
+    """An operator saturated from its first period (u = 1 always) measured no capacity before (only periods
+    with u < 1 did): the processing rate of a saturated period is the capacity, and the policy recovers."""
+    assert _step_run({"capacity_bound": True}, before=344.0, after=344.0) <= 5
+    assert _step_run({"capacity_bound": True}, processing_rate=False, before=344.0, after=344.0) > 100
+
+
+def test_scaled_to_unmeasured_speeds() -> None:
+    from policies.om.model_based import scaled_to_unmeasured_speeds
+
+    speeds = np.array([0.7, 1.0, 1.3])
+    out = scaled_to_unmeasured_speeds(np.array([np.inf, 200.0, np.inf]), speeds)
+    assert out.tolist() == pytest.approx([140.0, 200.0, 260.0])
+    untouched = np.array([np.inf, np.inf, np.inf])
+    assert np.isinf(scaled_to_unmeasured_speeds(untouched, speeds)).all()
