@@ -148,7 +148,9 @@ def test_api_page_and_document_show_the_same_counts(client):
     assert page.status_code == 200
     rows = page.context["node_counts"]
     assert {r.pop("node_type"): r for r in rows} == doc["nodes"]
-    assert b'id="node-counts"' in page.content
+    assert page.content.count(b'id="node-counts"') == 1  # once, in the page body
+    title = page.content.split(b"<title>", 1)[1].split(b"</title>", 1)[0]
+    assert b"<" not in title and b"Region region-a" in title
 
 
 def test_a_request_that_lost_a_node_to_a_batch_the_budget_denies_does_not_wait():
