@@ -134,7 +134,9 @@ class Command(BaseCommand):
             f"and {speed['regions']} region steps, {speed['ticks'] / speed['wall_s']:.1f} ticks/s of wall time."
         ]
         if not opts["no_baseline"]:
-            policy = opts["policy"] or DEMO_OM_POLICY
+            chosen = opts["policy"] or DEMO_OM_POLICY
+            # the same policy family: bench_control builds its applications with a bare policy name
+            policy = chosen["name"] if isinstance(chosen, dict) else chosen
             base = bench_control_baseline(policy)
             ratio = steps_per_s / base["steps_per_s"] if base["steps_per_s"] else float("nan")
             lines.append(
