@@ -237,7 +237,7 @@ def main() -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, _sigterm)
-    seen = complete = 0
+    seen = complete = periods = 0
     started = time.time()
     try:
         cluster.start()
@@ -276,6 +276,7 @@ def main() -> int:
         while not args.seconds or time.time() - started < args.seconds:
             seen, new_complete = common.print_decisions(app, seen)
             complete += new_complete
+            periods = common.print_slo(app, periods)
             dead = [p for p in control + stages if p.poll() is not None]
             if dead:
                 print(f"demo: a process exited ({dead[0].args[:4]}); stopping", file=sys.stderr, flush=True)
