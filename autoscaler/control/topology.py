@@ -12,6 +12,7 @@ from django.core.exceptions import ObjectDoesNotExist
 
 from autoscaler.models import Application, NodeType, Operator
 from policies.am.naive import EQUAL_WEIGHTS, fill_paths
+from policies.calibration import levels_from_hint
 from policies.graph import source_to_sink_paths
 from policies.model import CostWeights, OperatorSpec, QueueModel
 from policies.model import NodeType as PolicyNodeType
@@ -127,7 +128,6 @@ def operator_spec(
     declared) and grows when rates leave it; the service time is learned from the operator's own metrics,
     starting from the manifest's ``serviceTimeMs`` when declared (``model_mode`` "hint", else "learn": the
     placeholder model is then never read)."""
-    from policies.calibration import levels_from_hint
 
     bound_ms = am_config.get("bounds_ms", {}).get(op.name, topo.application.r_max_ms)
     w = am_config.get("weights") or {
