@@ -2,7 +2,10 @@
 
 Actions (paper 001, eq. 1) are integers in ``0 .. 2*N_res``, in the order the authors' simulator tries them:
 ``0`` = do nothing, ``1 + t`` = remove one replica of type ``t``, ``1 + N_res + t`` = add one replica of type
-``t``. Greedy selection takes the first strictly smallest value in that order.
+``t``. Greedy selection takes the first strictly smallest value in that order. Beyond the papers, a policy may
+propose :data:`JUMP` (``-1``): reconfigure to the proposal's target deployment in one step (several replicas,
+or a change of node type; one reconfiguration like any other action); :meth:`Policy.target_of` gives that target
+and :func:`deployment_change` the per-type change of any action.
 
 Timing convention (one call per control period ``i``): the observation carries the deployment ``k_i`` that ran
 during the period just ended, the input rate measured in it and whether the operator violated its bound in it.
@@ -26,6 +29,10 @@ from policies import calibration
 from policies.model import CostWeights, OperatorSpec, QueueModel, RateLevels
 
 STATE_FORMAT_VERSION = 2  # 1 = npz (still readable), 2 = raw buffers + zlib level 1
+
+
+#: the action "reconfigure to the proposed target deployment in one step" (multi-replica or node-type change)
+JUMP = -1
 
 
 def n_actions(n_res: int) -> int:
@@ -64,7 +71,34 @@ def feasible_actions(k: np.ndarray, k_max: int, k_min: int = 1) -> list[int]:
     return acts
 
 
-def describe_action(action: int, node_type_names: list[str] | tuple[str, ...]) -> str:
+def deployment_change(k: np.ndarray, action: int, target: np.ndarray | None = None) -> np.ndarray:
+    """Replicas added (> 0) or removed (< 0) per node type by ``action`` in deployment ``k``; a :data:`JUMP`
+    needs its ``target`` deployment."""
+    k = np.asarray(k, dtype=np.int64)
+    if action == JUMP:
+        if target is None:
+            raise ValueError("a multi-replica step (JUMP) needs its target deployment")
+        return np.asarray(target, dtype=np.int64) - k
+    return apply_action(k, action) - k
+
+
+def describe_change(delta: np.ndarray, node_type_names: list[str] | tuple[str, ...]) -> str:
+    """A per-type change in words, e.g. ``"remove 3 replicas on A2, add 2 replicas on A3"``."""
+    parts = [
+        f"{'add' if n > 0 else 'remove'} {abs(int(n))} replica{'s' if abs(int(n)) > 1 else ''} on {name}"
+        for n, name in sorted(zip(delta.tolist(), node_type_names, strict=True), key=lambda p: p[0])
+        if n
+    ]
+    return ", ".join(parts) or "do nothing"
+
+
+def describe_action(
+    action: int, node_type_names: list[str] | tuple[str, ...], delta: np.ndarray | None = None
+) -> str:
+    if action == JUMP:
+        if delta is None:
+            return "multi-replica step"
+        return f"in one step: {describe_change(delta, node_type_names)}"
     t, d = action_delta(action, len(node_type_names))
     if d == 0:
         return "do nothing"
@@ -170,6 +204,9 @@ class Policy(ABC):
         self.rng = np.random.default_rng(seed)
         self.t = 0  # number of completed learning steps
         self._prev: tuple[np.ndarray, float, int] | None = None  # (k, rate, action) of the last decision
+        #: the target deployment of the last decision when it was a multi-replica step (:data:`JUMP`); transient:
+        #: the caller reads it (:meth:`target_of`) in the same period
+        self._jump: np.ndarray | None = None
         #: the rate levels of the policy's discretised state (tuples/s); they grow with the observed rates when
         #: the spec gives no range or a growing one (:mod:`policies.calibration`)
         self.levels: RateLevels = calibration.initial_levels(spec.rate_levels)
@@ -278,6 +315,15 @@ class Policy(ABC):
         """The queueing model to plan on (``spec.model_mode``: given / hint / learn); None: nothing known yet."""
         return calibration.planning_model(self.spec.model, self.spec.model_mode, self.service)
 
+    def target_of(self, k: np.ndarray, action: int) -> np.ndarray:
+        """The deployment ``action`` leads to from ``k`` (a new array); for :data:`JUMP`, the target of this
+        period's decision."""
+        if action == JUMP:
+            if self._jump is None:
+                raise ValueError(f"{self.name}: JUMP without a target deployment")
+            return self._jump.copy()
+        return apply_action(k, action)
+
     def override_last_action(self, applied_action: int) -> None:
         """Record that the action actually applied after the last ``act()`` was ``applied_action``.
 
@@ -303,7 +349,9 @@ class Policy(ABC):
         terms = self._last_terms
         explanation: dict[str, Any] = {
             "policy": self.name,
-            "action": describe_action(action, names),
+            "action": describe_action(
+                action, names, self.target_of(k, action) - k if action == JUMP else None
+            ),
             "last_period_cost_terms": None
             if terms is None
             else {"perf": terms[0], "res": terms[1], "rcf": terms[2]},
@@ -318,8 +366,11 @@ class Policy(ABC):
             explanation["calibration"] = self._calibration
             self._calibration = None
         if values:
-            explanation["alternatives"] = {describe_action(a, names): float(v) for a, v in values.items()}
-        return Proposal(action, apply_action(k, action), explanation)
+            explanation["alternatives"] = {
+                describe_action(a, names, self.target_of(k, a) - k if a == JUMP else None): float(v)
+                for a, v in values.items()
+            }
+        return Proposal(action, self.target_of(k, action), explanation)
 
     #: whether ``_decide(..., explain=True)`` returns the values of the alternatives (it must then be free of
     #: side effects such as exploration draws, so calling it twice does not change what the policy does).

@@ -53,12 +53,14 @@ POLICIES_BY_LEVEL: dict[str, dict[str, str]] = {
 OM_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     # model-based whose per-replica bound is also closed by the capacity measured from utilisation
     "model-based-capacity": ("model-based", {"capacity_bound": True}),
+    # ... that may also reconfigure several replicas (or, at K_max under overload, the node type) in one step
+    "model-based-multistep": ("model-based", {"capacity_bound": True, "multi_step": True}),
 }
 
 
 #: the OM policy the demos and ``bench_loop``'s demo scenario run: the best one measured through the product's
 #: own loop (``manage.py bench_loop``, docs/benchmarks.md "The control loop a user runs")
-RECOMMENDED_OM = "model-based-capacity"
+RECOMMENDED_OM = "model-based-multistep"
 
 
 def om_choice(name: str) -> dict[str, Any]:

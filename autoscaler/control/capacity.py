@@ -45,7 +45,6 @@ from autoscaler.control.models import RegionControl
 from autoscaler.control.topology import Topology
 from policies.am.arbiter import Decision as AMDecision
 from policies.am.arbiter import Request
-from policies.base import action_delta
 
 RETRIES = 3
 UNLIMITED = 10**9
@@ -182,10 +181,11 @@ class Capacity:
                 if n > 0:
                     now[rid][t] = now[rid].get(t, 0) + int(n)
             if d.changed and not dry_run:
-                t, delta = action_delta(d.applied, len(names))
-                net[rid][names[t]] = net[rid].get(names[t], 0) + delta
-                if delta > 0:
-                    outs[rid].setdefault(names[t], []).append(op.name)
+                for t in np.flatnonzero(r.change()).tolist():
+                    delta = int(r.change()[t])
+                    net[rid][names[t]] = net[rid].get(names[t], 0) + delta
+                    if delta > 0:
+                        outs[rid].setdefault(names[t], []).extend([op.name] * delta)
         # the batch is one reconfiguration: a slot a scale-in frees may host a scale-out of the same batch. Until
         # it is applied both the replicas before and after it run or may run: reserve per type only the net rise
         # (the scale-ins leave the count when the application's next tick observes them applied)
@@ -193,7 +193,9 @@ class Capacity:
         for rid, per_type in net.items():
             for t, n in per_type.items():
                 for op_name in outs[rid].get(t, [])[: max(n, 0)]:
-                    adds[rid].append({"app": app_id, "slot": slot, "operator": op_name, "node_type": t, "n": 1})
+                    adds[rid].append(
+                        {"app": app_id, "slot": slot, "operator": op_name, "node_type": t, "n": 1}
+                    )
         writes: dict[int, dict[str, Any]] = {}
         for rid, snap in self.snapshots.items():
             old_grants = [g for g in snap.get("grants") or [] if str(g.get("app")) == key]

@@ -58,7 +58,7 @@ from policies import options, registry
 from policies.am.arbiter import Arbiter, Request
 from policies.am.guard import GuardParams, ViolationBudgetGuard, guard_params
 from policies.am.naive import EQUAL_WEIGHTS
-from policies.base import Observation, Policy, action_delta
+from policies.base import JUMP, Observation, Policy
 from policies.model import CostWeights
 
 LOCK_NAMESPACE = 0x5CA1  # first key of pg_advisory_lock(int, int); the second is the application id
@@ -372,7 +372,7 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
     rail_reasons: dict[int, str] = {}
     bounds: list[tuple[int, int]] = []
     violated_any = False
-    waiting: dict[int, tuple[int, str, str]] = {}  # operator id -> (region id, node type, reason)
+    waiting: dict[int, tuple[int, str, int, str]] = {}  # operator id -> (region id, node type, slots, reason)
     cost_total = 0.0
     decisions: list[Decision] = []
     for i, op in enumerate(topo.operators):
@@ -389,11 +389,20 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
         lo, hi = rails.bounds(op.name, op.max_parallelism)
         bounds.append((lo, hi))
         _check_ineffective(rails, memory, op.name, m, now_s)
-        reason = _rail_reason(rails, when, now_s, memory.get(op.name, {}), proposal.action, len(k), m)
+        change = proposal.deployment - k
+        reason = _rail_reason(rails, when, now_s, memory.get(op.name, {}), proposal.action, change, m)
         if reason:
             rail_reasons[i] = reason
+        jump = proposal.action == JUMP and not reason
         requests.append(
-            Request(i, k, 0 if reason else proposal.action, violated, float(m.utilisation or 0.0))
+            Request(
+                i,
+                k,
+                0 if reason else proposal.action,
+                violated,
+                float(m.utilisation or 0.0),
+                proposal.deployment if jump else None,
+            )
         )
         cost = float(np.dot(k, topo.prices_per_hour)) * period_s / 3600.0
         cost_total += cost
@@ -461,11 +470,12 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
             decision.reason = am.reason
             if not decision.granted and am.reason.startswith(NO_CAPACITY):
                 region = op.deployment.region
-                t, _ = action_delta(proposal.action, len(names))
                 decision.reason = (
                     f"waiting for capacity in region {region.name}: {am.reason.removeprefix('denied: ')}"
                 )
-                waiting[op.pk] = (region.pk, names[t], decision.reason)
+                awaited = _awaited_type(requests[i], names, am.reason)
+                slots = int(requests[i].change()[names.index(awaited)])
+                waiting[op.pk] = (region.pk, awaited, max(slots, 1), decision.reason)
         grown = explanation.get("calibration")  # the OM re-ranged its rate levels in this step: say so
         if grown and grown.get("event") == "rate range grown":
             old_hi, new_hi = grown["old_range_tuples_s"][1], grown["new_range_tuples_s"][1]
@@ -482,9 +492,8 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
             plan[op.name] = target
             before[op.name] = decision.deployment
             decision.outcome = Decision.Outcome.DRY_RUN if app.dry_run else Decision.Outcome.APPLYING
-            t, d = action_delta(proposal.action, len(names))
             model = policy.planning_model()  # what the OM learned (or was told) of the operator
-            if d > 0 and model is not None:
+            if (requests[i].change() > 0).any() and model is not None:
                 spec = policy.spec
                 k_old = topo.vector(decision.deployment)
                 gain = model.capacity(proposal.deployment, spec.speedups) - model.capacity(
@@ -577,17 +586,18 @@ NO_CAPACITY = "denied: no free node of"  # the arbiter's reason when a node type
 
 
 def _record_waiting(app: Application, topo: Topology, waiting: dict, slot: int) -> None:
-    """Scale-outs waiting for capacity become ``WaitingRequest`` rows (the RM's unsatisfied requests); the
-    application's other operators stop waiting."""
+    """Scale-outs waiting for capacity become ``WaitingRequest`` rows (the RM's unsatisfied requests; ``slots``:
+    the replicas of the awaited type the step adds, several for a multi-replica step); the application's other
+    operators stop waiting."""
     WaitingRequest.objects.filter(application=app).exclude(operator_id__in=list(waiting)).delete()
-    for op_id, (region_id, node_type, reason) in waiting.items():
+    for op_id, (region_id, node_type, slots, reason) in waiting.items():
         row, created = WaitingRequest.objects.get_or_create(
             operator_id=op_id,
             defaults={
                 "region_id": region_id,
                 "application": app,
                 "node_type": node_type,
-                "slots": 1,
+                "slots": slots,
                 "since_slot": slot,
                 "last_slot": slot,
                 "reason": reason,
@@ -595,7 +605,8 @@ def _record_waiting(app: Application, topo: Topology, waiting: dict, slot: int) 
         )
         if not created:
             row.region_id, row.node_type, row.last_slot, row.reason = region_id, node_type, slot, reason
-            row.save(update_fields=["region", "node_type", "last_slot", "reason"])
+            row.slots = slots
+            row.save(update_fields=["region", "node_type", "slots", "last_slot", "reason"])
 
 
 def _save_agents(
@@ -658,13 +669,24 @@ def _check_ineffective(rails: Rails, memory: dict, name: str, m, now_s: float) -
         )
 
 
-def _rail_reason(rails: Rails, when: dt.datetime, now_s: float, mem: dict, action: int, n_res: int, m) -> str:
+def _awaited_type(request: Request, names: list[str], reason: str) -> str:
+    """The node type a request denied for capacity waits for: the one the arbiter's reason names (a multi-replica
+    step may add several types), else the first one it adds."""
+    added = [names[t] for t in np.flatnonzero(request.change() > 0).tolist()]
+    named = [n for n in added if f"no free node of {n} " in reason]
+    return (named or added or names[:1])[0]
+
+
+def _rail_reason(
+    rails: Rails, when: dt.datetime, now_s: float, mem: dict, action: int, change: np.ndarray, m
+) -> str:
+    """Why a safety rail denies ``action`` (``change``: replicas added/removed per node type); "" if none does."""
     if action == 0:
         return ""
     window = rails.frozen(when)
     if window is not None:
         return f"denied by safety rail: freeze window {window.start}-{window.end} UTC"
-    _, d = action_delta(action, n_res)
+    d = 1 if (change > 0).any() else -1 if (change < 0).any() else 0
     if d < 0 and rails.scale_down_delay_s > 0 and "last_scale_up_s" in mem:
         since = now_s - mem["last_scale_up_s"]
         if since < rails.scale_down_delay_s:

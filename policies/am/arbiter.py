@@ -12,6 +12,8 @@ proposal so that:
   (number of nodes of that type the application may use, e.g. what the Infrastructure Manager provisioned);
 * optionally (``hold_scale_ins``) no operator scales in while another one violates its bound: the capacity a
   scale-in frees may be needed within a few periods, and a violated period is what the budget eta_V counts;
+* a multi-replica step (``JUMP``: several replicas, or a change of node type) is one change like any other;
+  it counts as a scale-in only when it removes replicas and adds none;
 * conflicts (two operators asking for the last node of a type) are resolved by priority: scale-ins are applied
   first (they free nodes), then scale-outs of operators that violated their bound, then by utilisation
   (busiest first), then by operator order.
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from policies.base import action_delta
+from policies.base import deployment_change
 
 _EPS = 1e-9  # tolerance on token counts (eta_R is accumulated in floating point)
 
@@ -80,6 +82,12 @@ class Request:
     action: int
     violated: bool = False
     utilisation: float = 0.0
+    #: the target deployment of a multi-replica step (``action == JUMP``); None for the one-replica actions
+    target: np.ndarray | None = None
+
+    def change(self) -> np.ndarray:
+        """Replicas added (> 0) or removed (< 0) per node type if granted."""
+        return deployment_change(self.k, self.action, self.target)
 
 
 @dataclass
@@ -169,11 +177,12 @@ class Arbiter:
         in_use = np.zeros(n_res, dtype=np.int64)
         for r in requests:
             in_use += np.asarray(r.k, dtype=np.int64)
+        delta = {id(r): r.change() for r in changes}
+        scale_in = {id(r): bool((delta[id(r)] <= 0).all()) for r in changes}
 
         # priority: scale-ins (free nodes) first, then violated operators, then the busiest, then operator order
         def priority(r: Request) -> tuple[int, int, float, int]:
-            _, d = action_delta(r.action, n_res)
-            return (0 if d < 0 else 1, 0 if r.violated else 1, -float(r.utilisation), r.operator)
+            return (0 if scale_in[id(r)] else 1, 0 if r.violated else 1, -float(r.utilisation), r.operator)
 
         violating = [r.operator for r in requests if r.violated]
         in_use_before = in_use.copy()
@@ -181,21 +190,27 @@ class Arbiter:
         feasible: list[Request] = []
         taken_by: dict[int, list[int]] = {}
         for r in sorted(changes, key=priority):
-            t, d = action_delta(r.action, n_res)
-            total = int(np.sum(r.k))
-            name = self._type_name(t)
+            dv, is_in = delta[id(r)], scale_in[id(r)]
+            after = np.asarray(r.k, dtype=np.int64) + dv
+            total = int(np.sum(after))
             k_max, k_min = self._bound(self.k_max, r.operator), self._bound(self.k_min, r.operator)
-            if d < 0 and self.hold_scale_ins and violating and not r.violated:
+            short = [
+                t
+                for t in np.flatnonzero(dv > 0).tolist()
+                if self.node_capacity is not None and in_use[t] + dv[t] > self.node_capacity[t]
+            ]
+            if is_in and self.hold_scale_ins and violating and not r.violated:
                 reason = f"denied: scale-in held while operator(s) {violating} violate their bounds"
-            elif d < 0 and r.k[t] <= 0:
-                reason = f"denied: no replica on {name} to remove"
-            elif d < 0 and total - 1 < k_min:
+            elif (after < 0).any():
+                reason = f"denied: no replica on {self._type_name(int(np.argmin(after)))} to remove"
+            elif total < k_min and total < int(np.sum(r.k)):
                 reason = f"denied: would go below k_min={k_min} replicas"
-            elif d > 0 and total + 1 > k_max:
+            elif total > k_max and total > int(np.sum(r.k)):
                 reason = f"denied: would exceed K_max={k_max} replicas"
-            elif d > 0 and self.node_capacity is not None and in_use[t] + 1 > self.node_capacity[t]:
+            elif short:
+                t = short[0]
                 rivals = taken_by.get(t, [])
-                reason = f"denied: no free node of {name} ({in_use[t]} of {self.node_capacity[t]} in use)"
+                reason = f"denied: no free node of {self._type_name(t)} ({in_use[t]} of {self.node_capacity[t]} in use)"
                 if rivals:
                     reason += (
                         f"; conflict: the last one was granted to operator {rivals[-1]} (higher priority)"
@@ -207,18 +222,18 @@ class Arbiter:
                 decisions[id(r)] = Decision(r.operator, r.action, 0, reason)
                 continue
             if not self.batching:
-                if not self.bucket.can_spend(1.0 + (self.scale_in_reserve if d < 0 else 0.0)):
-                    decisions[id(r)] = Decision(r.operator, r.action, 0, self._budget_reason(d < 0))
+                if not self.bucket.can_spend(1.0 + (self.scale_in_reserve if is_in else 0.0)):
+                    decisions[id(r)] = Decision(r.operator, r.action, 0, self._budget_reason(is_in))
                     continue
                 self.bucket.spend(1.0)
                 decisions[id(r)] = Decision(r.operator, r.action, r.action, "granted (one token)")
-            in_use[t] += d
-            if d > 0:
+            in_use += dv
+            for t in np.flatnonzero(dv > 0).tolist():
                 taken_by.setdefault(t, []).append(r.operator)
             feasible.append(r)
 
         if self.batching:
-            only_ins = all(action_delta(r.action, n_res)[1] < 0 for r in feasible)
+            only_ins = all(scale_in[id(r)] for r in feasible)
             need = 1.0 + (self.scale_in_reserve if only_ins else 0.0)
             if feasible and self.bucket.can_spend(need):
                 self.bucket.spend(1.0)
@@ -236,7 +251,7 @@ class Arbiter:
                 # a node lost to a batch-mate that gets nothing is free after all: the budget denies it
                 cap = self.node_capacity
                 for r, t in lost_conflict:
-                    if cap is not None and in_use_before[t] + 1 <= cap[t]:
+                    if cap is not None and in_use_before[t] + delta[id(r)][t] <= cap[t]:
                         decisions[id(r)] = Decision(r.operator, r.action, 0, self._budget_reason(False))
                 feasible = []
         self.reconfigurations += int(bool(feasible))

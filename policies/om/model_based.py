@@ -47,6 +47,16 @@ What it learns and what it knows
   the operator violates its bound or is busy all the time, actions that remove replicas are not proposed -- when
   the learned model expects every deployment to violate, the cost model alone would pick the cheapest one, and
   a backlog only grows under fewer replicas.
+- ``multi_step`` (off by default: the papers' actions add or remove one replica per period): the policy may also
+  propose a *multi-replica step* (``policies.base.JUMP``), any deployment of the space in one reconfiguration,
+  when the one-step look-ahead values it below every one-replica action. This is what a one-replica-per-period
+  policy cannot do: follow a step or a steep ramp in one reconfiguration instead of several, and leave a slow
+  node type it scaled to ``K_max`` on (a change of type would take two reconfigurations per replica, through
+  deployments of less capacity). A step keeps the node types in place (new types need new nodes, and hopping
+  between types of about equal value churns), except under overload when they cannot give more capacity. A
+  step that removes capacity (sum of speedups) goes only to a deployment whose per-replica rate at the top of
+  this rate level and the next one up was seen without violation (``threshold`` model): evidence, not the
+  optimism of an unexplored model (which would read "nothing violates" and drop to one replica).
 - The known costs exactly: resource cost ``w_res price(k) / C_max`` and reconfiguration ``w_rcf 1[a != 0]``.
 - Value iteration over the learned model: a full sweep (backup of every state, Alg. 1) every ``sweep_every``
   steps and at each of the first ``warmup_steps`` steps; in between, every step, an asynchronous backup of the
@@ -106,7 +116,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from policies.base import Observation, Policy
+from policies.base import JUMP, Observation, Policy
 from policies.model import OperatorSpec
 from policies.om import mdp
 
@@ -127,6 +137,7 @@ VIOLATION_MODEL = (
 HIST_BINS_PER_LEVEL = 16  # resolution of the learned rate distribution inside each level
 TOP_SPAN_LEVELS = 32  # the top level's histogram covers this many level widths above its lower edge
 CAPACITY_BOUND = False  # bound theta by the capacity measured from utilisation (see the module doc)
+MULTI_STEP = False  # may reconfigure to any deployment in one step (beyond the papers; see the module doc)
 CAPACITY_MIN_UTILISATION = 0.3  # utilisation below which x / u is too uncertain to bound theta
 CAPACITY_FIT_MIN_PERIODS = 3  # periods before the line u = a + b x is trusted
 CAPACITY_FIT_MIN_SPREAD = 0.2  # ... and their rates x spread by this fraction of the mean (std / mean)
@@ -157,6 +168,7 @@ class ModelBased(Policy):
         "violation_model": VIOLATION_MODEL,
         "local_radius": LOCAL_RADIUS,
         "capacity_bound": CAPACITY_BOUND,
+        "multi_step": MULTI_STEP,
     }
 
     @classmethod
@@ -175,6 +187,8 @@ class ModelBased(Policy):
             raise ValueError(
                 f"params.violation_model: must be auto, threshold or counts, got {params['violation_model']!r}"
             )
+        if not isinstance(params["multi_step"], bool):
+            raise ValueError(f"params.multi_step: must be true or false, got {params['multi_step']!r}")
         if not isinstance(params["capacity_bound"], bool):
             raise ValueError(
                 f"params.capacity_bound: must be true or false, got {params['capacity_bound']!r}"
@@ -387,11 +401,14 @@ class ModelBased(Policy):
     def _decide(
         self, k: np.ndarray, rate: float, obs: Observation | None, explain: bool
     ) -> tuple[int, dict[int, float]]:
+        self._jump = None
         d = self.space.lookup(k)
         if d < 0:
             return outside_space_action(self.space, k, self.spec), {}
-        q = self._q_values(d, self.levels.level(rate))
-        if self.params["capacity_bound"] and obs is not None and self._overloaded(obs):
+        level = self.levels.level(rate)
+        q = self._q_values(d, level)
+        overloaded = self.params["capacity_bound"] and obs is not None and self._overloaded(obs)
+        if overloaded:
             n_now = self.space.class_n[self.space.cls[d]]
             _, dst, _ = self.space.moves(d)
             keep = {
@@ -400,7 +417,52 @@ class ModelBased(Policy):
                 if self.space.class_n[self.space.cls[t]] >= n_now
             }
             q = {a: v for a, v in q.items() if a in keep}
+        if self.params["multi_step"]:
+            jump = self._best_jump(d, level, overloaded)
+            if jump is not None and jump[1] < min(q.values()) - 1e-12:
+                self._jump = self.space.deployments[jump[0]].copy()
+                q = {**q, JUMP: jump[1]}
+                return JUMP, (q if explain else {})
         return mdp.greedy(q), (q if explain else {})
+
+    def _best_jump(self, d: int, level: int, overloaded: bool) -> tuple[int, float] | None:
+        """The best deployment more than one action away from ``d`` and its value ``rcf + gamma sum_l' P[l, l']
+        (cs + future)`` (the one-step look-ahead of :meth:`_q_values` over the whole space): a multi-replica
+        step on the node types in place (other types only under overload when those cannot give more capacity:
+        ``K_max`` reached); a step to less capacity (sum of speedups) only when not overloaded and to a deployment
+        seen to carry the top of this rate level and the next without violating. None when none qualifies."""
+        space = self.space
+        value = np.take(self.v_hat, space.cls, axis=0)
+        value *= self.spec.weights.perf
+        value += self._res_cost[:, None]
+        value += self.future
+        q = value @ self.p_hat[level]
+        q *= self.spec.gamma
+        q += self.spec.weights.rcf
+        deps = space.deployments
+        totals = deps.sum(axis=1)
+        ok = (totals >= self.spec.k_min) & (totals <= self.spec.k_max)
+        ok[space.succ[d][space.succ[d] >= 0]] = False  # one action away (and d itself): the ordinary moves
+        speed = deps @ np.asarray(self.spec.speedups, dtype=float)
+        # a step that removes capacity only to a deployment already seen to carry, per replica of its slowest
+        # type, the top rate of this level and the next one up without violating (evidence, not the optimism
+        # of an unexplored model)
+        if self.threshold_mode and not overloaded:
+            top = (level + 2) * self.levels.width
+            per_replica = top / self.space.class_n[space.cls]
+            safe = per_replica <= self.thr_lo[self._class_rank[space.cls]]
+        else:
+            safe = np.zeros(len(deps), dtype=bool)
+        ok &= (speed > speed[d] + 1e-9) | ((speed < speed[d] - 1e-9) & safe)
+        # the node types in place, unless they cannot give more capacity (K_max reached under overload): a change
+        # of type needs new nodes (provisioning) and hopping between types of equal value would churn
+        same = ok & (deps[:, deps[d] == 0] == 0).all(axis=1)
+        if not overloaded or same.any():
+            ok = same
+        if not ok.any():
+            return None
+        best = int(np.flatnonzero(ok)[np.argmin(q[ok])])
+        return best, float(q[best])
 
     def _overloaded(self, obs: Observation) -> bool:
         """The operator violated its bound or was busy all the period (``capacity_bound``'s no-scale-in rule)."""

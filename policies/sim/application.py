@@ -28,7 +28,7 @@ import numpy as np
 from policies.am.arbiter import Arbiter, Request
 from policies.am.guard import ViolationBudgetGuard
 from policies.apps import Application
-from policies.base import Observation, Policy, action_delta
+from policies.base import JUMP, Observation, Policy, action_delta
 from policies.model import NodeType
 from policies.sim.operator import _ConfigCache
 
@@ -228,8 +228,9 @@ def simulate_application(
             requests = []
             for u in range(n_ops):
                 total, s_slow, _, _ = caches[u].entry(keys[u], ks[u])
+                target = oms[u].target_of(ks[u], JUMP) if oms is not None and proposed[u] == JUMP else None
                 requests.append(
-                    Request(u, ks[u], proposed[u], bool(op_viol[t, u]), rates[u] / total * s_slow)
+                    Request(u, ks[u], proposed[u], bool(op_viol[t, u]), rates[u] / total * s_slow, target)
                 )
             applied = [d.applied for d in arbiter.arbitrate(requests)]
         else:
@@ -251,9 +252,13 @@ def simulate_application(
             a = applied[u]
             if a:
                 changed = True
-                typ, d = action_delta(a, n_res)
-                k = ks[u].copy()
-                k[typ] += d
+                if a == JUMP:
+                    assert oms is not None
+                    k = oms[u].target_of(ks[u], a)
+                else:
+                    typ, d = action_delta(a, n_res)
+                    k = ks[u].copy()
+                    k[typ] += d
                 ks[u] = k
                 keys[u] = tuple(k.tolist())
         rcf[t] = changed

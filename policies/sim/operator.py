@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from policies.base import Observation, Policy, action_delta
+from policies.base import JUMP, Observation, Policy, action_delta
 from policies.model import OperatorSpec
 
 
@@ -170,9 +170,12 @@ def run_operator(
         dep_idx[t] = idx
         if a:
             acts[t] = a
-            typ, d = action_delta(a, n_res)
-            k = k.copy()
-            k[typ] += d
+            if a == JUMP:
+                k = policy.target_of(k, a)
+            else:
+                typ, d = action_delta(a, n_res)
+                k = k.copy()
+                k[typ] += d
             idx, total, s, var = enter(k)
     table = np.array(deployments, dtype=np.int64).reshape(len(deployments), n_res)
     at = np.array(dep_idx, dtype=np.int64)

@@ -1,0 +1,141 @@
+"""Multi-replica steps (``policies.base.JUMP``): model-based's ``multi_step``, the arbiter, the simulator."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from policies.am.arbiter import Arbiter, Request
+from policies.base import JUMP, Observation, deployment_change, describe_action
+from policies.model import CostWeights, NodeType, OperatorSpec, QueueModel
+from policies.om.model_based import ModelBased
+from policies.sim.operator import run_operator
+from policies.sim.trace import load_trace
+
+TYPES = (NodeType("A1", 1.0, 1.0), NodeType("A2", 0.7, 0.7), NodeType("A3", 1.3, 1.3))
+TRUE = QueueModel(0.005, 0.005**2 / 2)  # 5 ms per tuple on a speed-1 node: 200 tuples/s per A1 replica
+MULTI = {"capacity_bound": True, "multi_step": True}
+
+
+def spec() -> OperatorSpec:
+    return OperatorSpec(
+        TYPES, k_max=10, r_max_s=0.1 / 3, weights=CostWeights(1 / 3, 1 / 3, 1 / 3), rate_levels=None,
+        model_mode="learn",
+    )  # fmt: skip
+
+
+def run(params: dict, rates: list[float], k0: tuple[int, ...] = (1, 0, 0)):
+    """Drive the policy as the control loop does (learned range and model, what an engine measures); returns
+    per period (deployment in place, rate, violated, proposal)."""
+    s = spec()
+    policy = ModelBased(s, params, seed=1)
+    k, out = np.array(k0), []
+    for rate in rates:
+        r = TRUE.response_time(k, s.speedups, rate)
+        u = min(TRUE.utilisation(k, s.speedups, rate), 1.0)
+        processed = min(rate, TRUE.capacity(k, s.speedups))
+        violated = not r <= s.r_max_s
+        proposal = policy.step(
+            Observation(k.copy(), rate, r if np.isfinite(r) else None, violated, u, True, processed)
+        )
+        out.append((k.copy(), rate, violated, proposal))
+        k = proposal.deployment
+    return out
+
+
+def capacity(k: np.ndarray) -> float:
+    return float(TRUE.capacity(k, np.array([t.speedup for t in TYPES])))
+
+
+def test_after_a_step_one_reconfiguration_adds_several_replicas() -> None:
+    rates = [150.0] * 80 + [450.0] * 40
+    multi, single = run(MULTI, rates), run({"capacity_bound": True}, rates)
+    violated = [sum(v for _, _, v, _ in r[80:]) for r in (multi, single)]
+    assert violated[0] < violated[1]
+    changes_after = [p for _, _, _, p in multi[80:] if not p.is_noop]
+    assert changes_after[0].action == JUMP
+    step = changes_after[0].deployment - multi[80 + [p for *_, p in multi[80:]].index(changes_after[0])][0]
+    assert step.sum() >= 2, step
+    assert changes_after[0].explanation["action"].startswith("in one step: add ")
+    # the step stays on the node type in place
+    assert (changes_after[0].deployment[step == 0] == multi[80][0][step == 0]).all()
+
+
+def test_no_step_to_less_capacity_under_overload_and_none_without_the_option(taxi_head) -> None:
+    for k, _rate, violated, p in run(MULTI, [150.0] * 30 + [900.0] * 30 + [150.0] * 60):
+        if p.action == JUMP and violated:
+            assert capacity(p.deployment) > capacity(k)
+    # the papers' policy (default params) proposes one-replica actions only
+    result = run_operator(load_trace(taxi_head)[:300], ModelBased(spec(), {"capacity_bound": True}, seed=1))
+    assert (result.action != JUMP).all()
+
+
+def test_scale_in_steps_only_to_deployments_the_model_expects_to_meet_the_bound() -> None:
+    out = run(MULTI, [150.0] * 30 + [900.0] * 30 + [150.0] * 90)
+    ins = [(k, p) for k, _, _, p in out if p.action == JUMP and capacity(p.deployment) < capacity(k)]
+    assert ins, "the flash crowd's replicas should go in fewer steps than one per period"
+    assert not any(v for _, _, v, _ in out[-30:])  # after the scale-in the bound holds
+
+
+def test_the_simulator_applies_multi_replica_steps(taxi_head) -> None:
+    s = spec()
+    trace = np.array([150.0] * 40 + [450.0] * 40)
+    result = run_operator(trace, ModelBased(s, MULTI, seed=1), k0=np.array([1, 0, 0]))
+    jumps = np.flatnonzero(result.action == JUMP)
+    assert jumps.size
+    t = int(jumps[0])
+    assert abs(int(result.replicas[t + 1]) - int(result.replicas[t])) >= 2 or not np.array_equal(
+        result.deployment[t + 1], result.deployment[t]
+    )
+
+
+# ---- the arbiter --------------------------------------------------------------------------------------------
+def jump(u: int, k: list[int], target: list[int], violated: bool = False) -> Request:
+    return Request(u, np.array(k), JUMP, violated, 0.9, np.array(target))
+
+
+def test_a_step_is_one_reconfiguration_and_needs_every_node_it_adds() -> None:
+    arb = Arbiter(
+        eta_r=0.1,
+        bucket_capacity=3.0,
+        k_max=10,
+        node_capacity=[10, 2, 10],
+        node_type_names=["A1", "A2", "A3"],
+    )
+    (d,) = arb.arbitrate([jump(0, [0, 1, 0], [0, 4, 0], violated=True)])
+    assert not d.granted and d.reason == "denied: no free node of A2 (1 of 2 in use)"
+    arb = Arbiter(
+        eta_r=0.1,
+        bucket_capacity=3.0,
+        k_max=10,
+        node_capacity=[10, 5, 10],
+        node_type_names=["A1", "A2", "A3"],
+    )
+    tokens = arb.bucket.tokens
+    d0, d1 = arb.arbitrate([jump(0, [0, 1, 0], [0, 4, 0], violated=True), jump(1, [0, 1, 0], [0, 0, 3])])
+    assert d0.granted and d0.applied == JUMP and d1.granted
+    assert "batch of 2, one reconfiguration" in d0.reason
+    assert arb.bucket.tokens == pytest.approx(min(tokens + 0.1, 3.0) - 1.0)
+
+
+def test_a_step_above_k_max_is_denied_and_a_pure_removal_is_a_scale_in() -> None:
+    arb = Arbiter(eta_r=0.1, bucket_capacity=3.0, k_max=5, hold_scale_ins=True, node_type_names=["A1", "A2"])
+    (d,) = arb.arbitrate([jump(0, [2, 0], [2, 4])])
+    assert d.reason == "denied: would exceed K_max=5 replicas"
+    d0, d1 = arb.arbitrate([jump(0, [4, 0], [1, 0]), jump(1, [1, 0], [1, 2], violated=True)])
+    assert d0.reason.startswith("denied: scale-in held") and d1.granted
+    # a change of type (removes A1, adds A2) is not a scale-in: it needs the nodes it adds
+    (d,) = Arbiter(eta_r=0.1, bucket_capacity=3.0, k_max=5, node_capacity=[5, 0]).arbitrate(
+        [jump(0, [3, 0], [0, 3])]
+    )
+    assert d.reason.startswith("denied: no free node of type 1")
+
+
+def test_change_and_description_of_a_step() -> None:
+    k, target = np.array([0, 10, 0]), np.array([0, 0, 7])
+    assert deployment_change(k, JUMP, target).tolist() == [0, -10, 7]
+    assert deployment_change(k, 6).tolist() == [0, 0, 1]  # add one A3 (1 + N_res + 2)
+    with pytest.raises(ValueError, match="target deployment"):
+        deployment_change(k, JUMP)
+    text = describe_action(JUMP, ["A1", "A2", "A3"], target - k)
+    assert text == "in one step: remove 10 replicas on A2, add 7 replicas on A3"
