@@ -5,7 +5,8 @@ A connector is a pair (Monitor, Realizer) bound to one application running on on
 - ``Monitor.collect(period)`` returns what happened during one control period: per-operator input rate
   (tuples/s), processing rate (tuples/s), utilisation (busy fraction), response time (s) and backlog (tuples),
   the deployment actually in place, and the end-to-end response time per source-to-sink path (s). A period whose
-  metrics are missing or partial is returned with ``complete=False`` and a reason: it must never look like zero load.
+  metrics are missing or partial is returned with ``complete=False``, a reason (text, for people) and a typed
+  :class:`Cause` (what the control loop acts on): it must never look like zero load.
 - ``Realizer.apply(plan)`` brings the engine to the target deployment of every operator in the plan, verifies it and
   returns what it did, including the measured downtime (s).
 """
@@ -14,10 +15,27 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 Deployment = dict[str, int]
 """Replicas per node-type name, e.g. ``{"vm.small": 2, "vm.large": 1}``."""
+
+
+class Cause(StrEnum):
+    """Why a period's metrics are incomplete. Every connector sets it; the control loop reads the cause, never
+    the reason text (the rollback rail once matched a Spark/simulator phrase that Flink never writes)."""
+
+    NONE = ""
+    NO_RUNNING_REPLICA = "no_running_replica"  # the operator runs no replica (executors or subtasks gone)
+    JOB_FAILING = "job_failing"  # the engine reports the job failing or failed
+    JOB_NOT_RUNNING = "job_not_running"  # created, initialising, restarting, cancelled, suspended ...
+    ENGINE_UNAVAILABLE = "engine_unavailable"  # the engine's API could not be reached
+    METRICS_MISSING = "metrics_missing"  # the engine runs but reported nothing usable for the period
+
+
+#: causes that say the job is failing: right after a reconfiguration they trigger the rollback rail
+FAILING_CAUSES = frozenset({Cause.NO_RUNNING_REPLICA, Cause.JOB_FAILING})
 
 
 @dataclass(frozen=True)
@@ -49,6 +67,7 @@ class OperatorMetrics:
     backlog: float | None = None
     complete: bool = True
     reason: str = ""
+    cause: Cause = Cause.NONE
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -63,6 +82,7 @@ class PeriodMetrics:
     path_response_time_s: dict[str, float] = field(default_factory=dict)
     complete: bool = True
     reason: str = ""
+    cause: Cause = Cause.NONE
 
     @property
     def end_to_end_response_time_s(self) -> float | None:
@@ -78,6 +98,7 @@ class PeriodMetrics:
             "path_response_time_s": dict(self.path_response_time_s),
             "complete": self.complete,
             "reason": self.reason,
+            "cause": str(self.cause),
         }
 
 

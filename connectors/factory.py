@@ -19,6 +19,7 @@ from django.core.exceptions import ObjectDoesNotExist
 
 from connectors.base import (
     ApplyResult,
+    Cause,
     Connector,
     ConnectorError,
     Deployment,
@@ -129,7 +130,9 @@ class FaultInjectingMonitor(SimulatedMonitor):
             rows.update(faults={**faults, "failCollect": remaining}, applies=F("applies"))
             raise ConnectorError("simulated engine unreachable (fault injection)")
         if period.slot in set(faults.get("missingSlots", [])):
-            return PeriodMetrics(period, {}, complete=False, reason="simulated metrics outage")
+            return PeriodMetrics(
+                period, {}, complete=False, reason="simulated metrics outage", cause=Cause.METRICS_MISSING
+            )
         base = self.__dict__.setdefault("_base_speedups", dict(self.app.speedups))
         self.app.speedups = {
             **base,
@@ -140,8 +143,16 @@ class FaultInjectingMonitor(SimulatedMonitor):
             if name in metrics.operators:
                 m = metrics.operators[name]
                 metrics.operators[name] = OperatorMetrics(
-                    name, m.deployment, complete=False, reason="operator has no running replica (job failing)"
+                    name,
+                    m.deployment,
+                    complete=False,
+                    reason="operator has no running replica (job failing)",
+                    cause=Cause.NO_RUNNING_REPLICA,
                 )
+        if faults.get("jobState"):  # the engine reports the whole job in this state (e.g. FAILED, RESTARTING)
+            state = str(faults["jobState"])
+            cause = Cause.JOB_FAILING if state in ("FAILING", "FAILED") else Cause.JOB_NOT_RUNNING
+            return PeriodMetrics(period, {}, complete=False, reason=f"job simulated is {state}", cause=cause)
         return metrics
 
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from connectors.base import (
     ApplyResult,
+    Cause,
     Connector,
     Deployment,
     Monitor,
@@ -157,7 +158,9 @@ class SimulatedMonitor(Monitor):
 
     def collect(self, period: Period) -> PeriodMetrics:
         if period.slot in self.app.missing_slots:
-            return PeriodMetrics(period, {}, complete=False, reason="simulated metrics outage")
+            return PeriodMetrics(
+                period, {}, complete=False, reason="simulated metrics outage", cause=Cause.METRICS_MISSING
+            )
         deployments = self.realizer.current()
         rng = random.Random(f"{self.app.seed}:{period.slot}")
         rates = self.app.input_rates(period.slot)
@@ -182,7 +185,13 @@ def _operator_metrics(
 ) -> OperatorMetrics:
     types = sorted(dep)
     if not types or sum(dep.values()) == 0:
-        return OperatorMetrics(op.name, dict(dep), complete=False, reason="operator has no running replica")
+        return OperatorMetrics(
+            op.name,
+            dict(dep),
+            complete=False,
+            reason="operator has no running replica",
+            cause=Cause.NO_RUNNING_REPLICA,
+        )
     k = np.array([dep[t] for t in types])
     speeds = np.array([speedups[t] for t in types], dtype=float)
     model = op.model()

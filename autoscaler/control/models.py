@@ -228,7 +228,8 @@ class SimulatedEngine(models.Model):
     (outside the control loop's transactions), as a real engine would be. ``applies`` counts reconfigurations
     the engine received. ``faults``: ``missingSlots`` (list), ``refuseApply`` (bool), ``applyDelayS``,
     ``collectDelayS`` (s), ``failCollect`` (count of collects that raise ConnectorError), ``speedupOverride``
-    (node type -> speedup the engine really delivers), ``failingOperators`` (operators reported as down)."""
+    (node type -> speedup the engine really delivers), ``failingOperators`` (operators reported as down),
+    ``jobState`` (the whole job reported in this engine state, e.g. FAILED or RESTARTING)."""
 
     application = models.OneToOneField(Application, on_delete=models.CASCADE, related_name="simulated_engine")
     deployments = models.JSONField(null=True, blank=True)

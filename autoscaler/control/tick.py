@@ -11,7 +11,9 @@ observes period ``s - 1``. Guarantees:
   commit in one transaction;
 - the engine apply happens after that commit, outside any transaction; a tick found ``applying`` (worker died
   during the apply) is reconciled against the engine's ``current()`` instead of being applied again;
-- incomplete metrics: "no data" decisions, no action, no learning;
+- incomplete metrics: "no data" decisions, no action, no learning; when the connector's typed cause says the job
+  is failing (``connectors.base.FAILING_CAUSES``) right after a verified reconfiguration, the rollback rail
+  restores the deployments before it (the cause, never the reason text: each engine words it its own way);
 - learning in order: a tick whose slot starts no later than the newest slot already decided is recorded as
   ``missed`` (reason ``stale``) and learns nothing; a stale or early tick is stopped before this module by the
   task (``autoscaler.control.slots``), ``skip_stale_tick`` records it.
@@ -53,7 +55,7 @@ from autoscaler.control.topology import (
     topology,
 )
 from autoscaler.models import Application
-from connectors.base import ApplyResult, Connector, Period, PeriodMetrics, ScalingPlan
+from connectors.base import FAILING_CAUSES, ApplyResult, Cause, Connector, Period, PeriodMetrics, ScalingPlan
 from policies import options, registry
 from policies.am.arbiter import Arbiter, Request
 from policies.am.guard import GuardParams, ViolationBudgetGuard, guard_params
@@ -203,9 +205,9 @@ def _decide(
         metrics = connector.monitor.collect(period)
         tick.metrics = finite(metrics.to_dict())
         tick.decided_at = timezone.now()
-        missing = _missing_reason(metrics, topo)
+        missing, cause = _missing_reason(metrics, topo)
         if missing:
-            n = _record_no_data(app, tick, control, topo, metrics, missing, rails)
+            n = _record_no_data(app, tick, control, topo, metrics, missing, rails, cause)
             _count_tick(control, started)
             control.save()
             return TickOutcome(app.pk, slot, tick.status, decisions=n)
@@ -271,19 +273,22 @@ def _skip_stale(app: Application, slot: int, period_s: float, age_s: float) -> s
     return Tick.objects.only("status").get(pk=tick.pk).status
 
 
-def _missing_reason(metrics: PeriodMetrics, topo: Topology) -> str:
+def _missing_reason(metrics: PeriodMetrics, topo: Topology) -> tuple[str, Cause]:
+    """Why the period cannot be learned from ("" when it can), and the connector's typed cause."""
     if not metrics.complete:
-        return metrics.reason or "metrics incomplete"
+        return metrics.reason or "metrics incomplete", metrics.cause
     for op in topo.operators:
         m = metrics.operators.get(op.name)
         if m is None:
-            return f"no metrics for operator {op.name!r}"
+            return f"no metrics for operator {op.name!r}", Cause.METRICS_MISSING
         if not m.complete or m.input_rate is None:
-            return f"operator {op.name!r}: {m.reason or 'metrics incomplete'}"
-    return ""
+            return f"operator {op.name!r}: {m.reason or 'metrics incomplete'}", m.cause
+    return "", Cause.NONE
 
 
-def _record_no_data(app, tick, control, topo, metrics, reason, rails: Rails) -> int:
+def _record_no_data(
+    app, tick, control, topo, metrics, reason, rails: Rails, cause: Cause = Cause.NONE
+) -> int:
     now = timezone.now()
     rows = [
         Decision(
@@ -317,7 +322,7 @@ def _record_no_data(app, tick, control, topo, metrics, reason, rails: Rails) -> 
         and (last.result or {}).get("ok")
         and last.before
         and not app.dry_run
-        and "no running replica" in reason
+        and cause in FAILING_CAUSES
     ):
         tick.plan = {name: last.before[name] for name in last.plan if name in last.before}
         tick.before = (last.result or {}).get("deployments")

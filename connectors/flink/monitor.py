@@ -49,12 +49,22 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from connectors.base import ConnectorError, Deployment, Monitor, OperatorMetrics, Period, PeriodMetrics
+from connectors.base import (
+    Cause,
+    ConnectorError,
+    Deployment,
+    Monitor,
+    OperatorMetrics,
+    Period,
+    PeriodMetrics,
+)
 from connectors.flink.binding import BindingError, Vertex, resolve, vertices_of
 from connectors.flink.rest import FlinkRest
 from connectors.latency_share import share_path_latency
 
 METER_SPAN_S = 60.0
+#: job states (Flink REST ``state``) that mean the job is failing: after a reconfiguration they roll it back
+JOB_FAILING_STATES = ("FAILING", "FAILED")
 #: two readings of the same attempt closer than this (s) are not differenced (stale metric store, jitter)
 MIN_INTERVAL_S = 5.0
 RATE_METRICS = ["numRecordsInPerSecond", "numRecordsOutPerSecond", "busyTimeMsPerSecond",
@@ -182,12 +192,16 @@ class FlinkMonitor(Monitor):
         except BindingError:
             raise
         except ConnectorError as exc:
-            return PeriodMetrics(period, {}, complete=False, reason=f"Flink unavailable: {exc}")
+            return PeriodMetrics(
+                period, {}, complete=False, reason=f"Flink unavailable: {exc}", cause=Cause.ENGINE_UNAVAILABLE
+            )
 
     def _collect(self, period: Period) -> PeriodMetrics:
         job_id, job, bound = self.job.snapshot()
         if job.get("state") != "RUNNING":
-            return PeriodMetrics(period, {}, complete=False, reason=f"job {job_id} is {job.get('state')}")
+            state = job.get("state")
+            cause = Cause.JOB_FAILING if state in JOB_FAILING_STATES else Cause.JOB_NOT_RUNNING
+            return PeriodMetrics(period, {}, complete=False, reason=f"job {job_id} is {state}", cause=cause)
         rows = {v["id"]: v for v in job.get("vertices", [])}
         now_ms = float(job.get("now") or time.time() * 1000)
         ops: dict[str, OperatorMetrics] = {}

@@ -34,7 +34,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
-from connectors.base import Deployment, Monitor, OperatorMetrics, Period, PeriodMetrics
+from connectors.base import Cause, Deployment, Monitor, OperatorMetrics, Period, PeriodMetrics
 from connectors.endpoints import AllowList
 from connectors.http_fetch import FetchError, fetch_json
 
@@ -161,7 +161,11 @@ class SparkMonitor(Monitor):
         )
         if not samples:
             return OperatorMetrics(
-                name, deployment, complete=False, reason="no progress from the Spark job in this period"
+                name,
+                deployment,
+                complete=False,
+                reason="no progress from the Spark job in this period",
+                cause=Cause.METRICS_MISSING,
             ), None
         length = period.length_s
         t = self.batch_interval_s
@@ -181,6 +185,7 @@ class SparkMonitor(Monitor):
                 deployment,
                 complete=False,
                 reason=f"operator has no running replica (executors via {source})",
+                cause=Cause.NO_RUNNING_REPLICA,
             ), None
         if _holds_a_first_batch(binding.operator, samples):
             return OperatorMetrics(

@@ -53,7 +53,8 @@ What it learns and what it knows
   policy cannot do: follow a step or a steep ramp in one reconfiguration instead of several, and leave a slow
   node type it scaled to ``K_max`` on (a change of type would take two reconfigurations per replica, through
   deployments of less capacity). A step keeps the node types in place (new types need new nodes, and hopping
-  between types of about equal value churns), except under overload when they cannot give more capacity. A
+  between types of about equal value churns), except under overload when no deployment of the types in place
+  is expected to meet the bound (at ``K_max``, or a slow type in place caps every deployment's class). A
   step that removes capacity (sum of speedups) goes only to a deployment whose per-replica rate at the top of
   this rate level and the next one up was seen without violation (``threshold`` model): evidence, not the
   optimism of an unexplored model (which would read "nothing violates" and drop to one replica).
@@ -251,7 +252,7 @@ class ModelBased(Policy):
         the levels that received a rate since the last refresh -- their columns come out exactly as a full
         recomputation would give them (:func:`level_exceedance`)."""
         if self._thresholds is None:
-            theta = per_replica_bounds(self.thr_lo, self._upper_bounds())
+            theta = per_replica_bounds(self.thr_lo, self._upper_bounds(), self._queueing_guess())
             self._thresholds = self.space.class_n * theta[self._class_rank]
             self._dirty_levels[:] = True
         cols = np.flatnonzero(self._dirty_levels)
@@ -271,6 +272,18 @@ class ModelBased(Policy):
         )
         cap = np.where(capacity > self.thr_lo, capacity, np.inf)
         return np.minimum(self.thr_hi, cap)
+
+    def _queueing_guess(self) -> np.ndarray:
+        """Per speed rank, the per-replica rate (tuples/s) at which an M/M/1 queue served at the measured capacity
+        ``c`` reaches the bound: ``c - 1 / R_max`` (``inf`` without a measured capacity, i.e. without
+        ``capacity_bound``). Exponential service is the conservative choice for the less variable services of
+        stream operators; inside the bracket it replaces the midpoint, which with no period seen within the bound
+        (``lo = 0``: an operator overloaded from its first period) halves the capacity and makes the policy find
+        every deployment too small."""
+        capacity = scaled_to_unmeasured_speeds(
+            capacity_estimates(self.cap_stats), np.unique(self.spec.speedups)
+        )
+        return capacity - 1.0 / self.spec.r_max_s
 
     def _project(self) -> None:
         """v_hat = smallest monotone majorant of the observed violation frequencies (0 where nothing forces)."""
@@ -308,6 +321,7 @@ class ModelBased(Policy):
         obs: Observation | None,
     ) -> None:
         levels = self.levels
+        rebound = False  # the per-replica bounds changed in this step (capacity_bound: re-solve more)
         l_prev, l_now = levels.level(rate_prev), levels.level(rate_now)
         self.trans_counts[l_prev, l_now] += 1.0
         row = self.trans_counts[l_prev]
@@ -364,6 +378,7 @@ class ModelBased(Policy):
             if changed:
                 self._thresholds = None
                 self._threshold_model()
+                rebound = bool(self.params["capacity_bound"])
         elif d >= 0:
             c = self.space.cls[d]
             old_freq = self.violations[c, l_now] / self.visits[c, l_now] if self.visits[c, l_now] else -1.0
@@ -374,9 +389,13 @@ class ModelBased(Policy):
                 self._project()
         step = self.t + 1
         if step <= self.params["warmup_steps"] or step % self.sweep_every == 0:
+            # with capacity_bound, new per-replica bounds re-solve like new weights (reweight_sweeps): one sweep
+            # per period left the values of the old bounds in place for a dozen periods, in which an overloaded
+            # operator kept a deployment its own model already knew to violate
             if self.threshold_mode:
                 self._threshold_model()  # the in-level rate distributions moved
-            self._sweep(self.params["sweeps_per_update"])
+            n = self.params["reweight_sweeps"] if rebound else self.params["sweeps_per_update"]
+            self._sweep(max(n, self.params["sweeps_per_update"]))
         elif d >= 0 and self.params["local_radius"] > 0:
             if self._cost is None:
                 self._cost = self._state_cost()
@@ -428,8 +447,8 @@ class ModelBased(Policy):
     def _best_jump(self, d: int, level: int, overloaded: bool) -> tuple[int, float] | None:
         """The best deployment more than one action away from ``d`` and its value ``rcf + gamma sum_l' P[l, l']
         (cs + future)`` (the one-step look-ahead of :meth:`_q_values` over the whole space): a multi-replica
-        step on the node types in place (other types only under overload when those cannot give more capacity:
-        ``K_max`` reached); a step to less capacity (sum of speedups) only when not overloaded and to a deployment
+        step on the node types in place (other types only under overload when no deployment of those is expected
+        to meet the bound at this rate level, e.g. at ``K_max``); a step to less capacity (sum of speedups) only when not overloaded and to a deployment
         seen to carry the top of this rate level and the next without violating. None when none qualifies."""
         space = self.space
         value = np.take(self.v_hat, space.cls, axis=0)
@@ -457,7 +476,7 @@ class ModelBased(Policy):
         # the node types in place, unless they cannot give more capacity (K_max reached under overload): a change
         # of type needs new nodes (provisioning) and hopping between types of equal value would churn
         same = ok & (deps[:, deps[d] == 0] == 0).all(axis=1)
-        if not overloaded or same.any():
+        if not overloaded or (same & (self.v_hat[space.cls, level] == 0.0)).any():
             ok = same
         if not ok.any():
             return None
@@ -595,18 +614,22 @@ def monotone_majorant(violations: np.ndarray, visits: np.ndarray, space: mdp.Dep
     return np.ascontiguousarray(f.reshape(freq.shape))
 
 
-def per_replica_bounds(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+def per_replica_bounds(lo: np.ndarray, hi: np.ndarray, guess: np.ndarray | None = None) -> np.ndarray:
     """Estimated per-replica rate bound theta (tuples/s) of each speed rank (ascending speeds).
 
     Monotone in speed: a violation at a per-replica rate x on a faster type implies one on a slower type, and no
     violation at x on a slower type implies none on a faster one. Inside the remaining interval [lo, hi) the
-    estimate is its midpoint; ``inf`` while no violation bounds it (optimism: try it); ``hi`` when noisy
-    observations contradict each other (lo >= hi).
+    estimate is ``guess`` where it lies strictly inside (a queueing estimate from a measured capacity), else the
+    midpoint; ``inf`` while no violation bounds it (optimism: try it); ``hi`` when noisy observations contradict
+    each other (lo >= hi).
     """
     hi_eff = np.minimum.accumulate(hi[::-1])[::-1]
     lo_eff = np.maximum.accumulate(lo)
     with np.errstate(invalid="ignore"):
         mid = 0.5 * (lo_eff + hi_eff)
+        if guess is not None:
+            guess = np.maximum.accumulate(np.asarray(guess, dtype=float))
+            mid = np.where(np.isfinite(guess) & (guess > lo_eff) & (guess < hi_eff), guess, mid)
     return np.where(np.isinf(hi_eff), np.inf, np.where(lo_eff >= hi_eff, hi_eff, mid))
 
 

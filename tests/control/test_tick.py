@@ -206,3 +206,48 @@ def test_rollback_when_the_job_fails_after_a_reconfiguration():
     assert out.status == "no_data" and "rolling back" in tick.error
     assert engine(app).deployments["op0"] == {"A1": 1}
     assert tick.result["ok"] is True
+
+
+@pytest.mark.parametrize(
+    "faults,rolled_back",
+    [
+        ({"jobState": "FAILED"}, True),  # the whole job failed, as Flink reports it (no per-operator text)
+        ({"jobState": "RESTARTING"}, False),  # a restart is not a failure: the realizer verifies the rescale
+        ({"missingSlots": [10]}, False),  # a metrics outage says nothing about the reconfiguration
+    ],
+)
+def test_the_rollback_rail_reads_the_typed_cause_not_the_reason_text(faults, rolled_back):
+    app = simulated_pipeline(f"cause-{len(faults)}-{rolled_back}", n_operators=1, rate_scale=BUSY)
+    run_tick(app.pk, 10)
+    scaled = dict(engine(app).deployments["op0"])
+    assert sum(scaled.values()) == 2
+    SimulatedEngine.objects.filter(application=app).update(faults=faults)
+    out = run_tick(app.pk, 11)
+    tick = Tick.objects.get(application=app, slot=11)
+    assert out.status == "no_data"
+    assert ("rolling back" in tick.error) is rolled_back
+    assert engine(app).deployments["op0"] == ({"A1": 1} if rolled_back else scaled)
+    assert tick.metrics["cause"] in ("job_failing", "job_not_running", "metrics_missing")
+
+
+def test_an_application_that_declares_no_om_runs_the_recommended_one_and_steps_several_replicas():
+    """One set of defaults: no ``spec.policies.om`` means the recommended OM (``model-based-multistep``), whose
+    multi-replica step goes through the real tick as one granted reconfiguration, node accounting included."""
+    app = simulated_pipeline("default-om", n_operators=1, rate_scale=BUSY)  # ~940 tuples/s: 5 x A1 carry it
+    app.policies = {"am": app.policies["am"]}  # no OM declared
+    app.save()
+    for slot in range(10, 24):
+        run_tick(app.pk, slot)
+    rows = list(Decision.objects.filter(application=app).order_by("slot"))
+    assert {d.proposal["explanation"]["policy"] for d in rows} == {"model-based"}
+    # overloaded from its first period (it never saw a period within its bound), it still leaves the overload
+    # and the backlog drains (the policy once kept 1 x A1 + 1 x A2 at 100 % violations: its per-replica bound
+    # was the midpoint of [0, measured capacity])
+    assert not any(d.violated for d in rows[-3:]), [(d.slot, d.deployment, d.reason) for d in rows]
+    steps = [d for d in rows if d.proposal["action"] == -1 and d.outcome == "applied"]
+    assert steps, [(d.proposal["explanation"]["action"], d.reason) for d in rows]
+    d = steps[0]
+    assert d.proposal["explanation"]["action"].startswith("in one step: ")
+    added = sum(d.proposal["target"].values()) - sum(d.deployment.values())
+    assert added >= 2
+    assert sum(engine(app).deployments["op0"].values()) >= sum(d.proposal["target"].values())

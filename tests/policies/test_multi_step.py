@@ -8,7 +8,7 @@ import pytest
 from policies.am.arbiter import Arbiter, Request
 from policies.base import JUMP, Observation, deployment_change, describe_action
 from policies.model import CostWeights, NodeType, OperatorSpec, QueueModel
-from policies.om.model_based import ModelBased
+from policies.om.model_based import ModelBased, per_replica_bounds
 from policies.sim.operator import run_operator
 from policies.sim.trace import load_trace
 
@@ -94,23 +94,19 @@ def jump(u: int, k: list[int], target: list[int], violated: bool = False) -> Req
     return Request(u, np.array(k), JUMP, violated, 0.9, np.array(target))
 
 
-def test_a_step_is_one_reconfiguration_and_needs_every_node_it_adds() -> None:
-    arb = Arbiter(
-        eta_r=0.1,
-        bucket_capacity=3.0,
-        k_max=10,
-        node_capacity=[10, 2, 10],
-        node_type_names=["A1", "A2", "A3"],
+def arbiter(a2_nodes: int) -> Arbiter:
+    """Types A1-A3, 10 nodes of A1 and A3, ``a2_nodes`` of A2; a bucket of 3 tokens refilled at 0.1 per period."""
+    names = ["A1", "A2", "A3"]
+    return Arbiter(
+        eta_r=0.1, bucket_capacity=3.0, k_max=10, node_capacity=[10, a2_nodes, 10], node_type_names=names
     )
+
+
+def test_a_step_is_one_reconfiguration_and_needs_every_node_it_adds() -> None:
+    arb = arbiter(a2_nodes=2)
     (d,) = arb.arbitrate([jump(0, [0, 1, 0], [0, 4, 0], violated=True)])
     assert not d.granted and d.reason == "denied: no free node of A2 (1 of 2 in use)"
-    arb = Arbiter(
-        eta_r=0.1,
-        bucket_capacity=3.0,
-        k_max=10,
-        node_capacity=[10, 5, 10],
-        node_type_names=["A1", "A2", "A3"],
-    )
+    arb = arbiter(a2_nodes=5)
     tokens = arb.bucket.tokens
     d0, d1 = arb.arbitrate([jump(0, [0, 1, 0], [0, 4, 0], violated=True), jump(1, [0, 1, 0], [0, 0, 3])])
     assert d0.granted and d0.applied == JUMP and d1.granted
@@ -139,3 +135,21 @@ def test_change_and_description_of_a_step() -> None:
         deployment_change(k, JUMP)
     text = describe_action(JUMP, ["A1", "A2", "A3"], target - k)
     assert text == "in one step: remove 10 replicas on A2, add 7 replicas on A3"
+
+
+def test_an_operator_overloaded_from_its_first_period_leaves_the_overload() -> None:
+    """Never within its bound, the policy's per-replica bound was the midpoint of [0, measured capacity]: half
+    the capacity, so every deployment it could reach looked too small and it kept 1 x A1 + 1 x A2 at 100 %
+    violations. The queueing estimate (capacity - 1 / R_max) and the re-solve on new bounds fix it."""
+    out = run(MULTI, [942.0, 948.0, 930.0, 930.0, 873.0, 969.0, 950.0, 940.0] * 3)
+    assert sum(v for _, _, v, _ in out) <= 3
+    assert not any(v for _, _, v, _ in out[-10:])
+
+
+def test_the_queueing_guess_replaces_the_midpoint_only_inside_the_bracket() -> None:
+    lo, hi = np.array([0.0, 0.0, 0.0]), np.array([140.0, 200.0, np.inf])
+    assert per_replica_bounds(lo, hi).tolist() == [70.0, 100.0, np.inf]
+    guess = np.array([110.0, 170.0, 230.0])
+    assert per_replica_bounds(lo, hi, guess).tolist() == [110.0, 170.0, np.inf]
+    # a guess outside [lo, hi) (a period within the bound above it, or below the bracket) leaves the midpoint
+    assert per_replica_bounds(np.array([120.0, 0.0, 0.0]), hi, guess).tolist()[0] == 130.0

@@ -315,3 +315,33 @@ def test_bench_policies_resolve_named_variants_and_ds2_keeps_its_period_paramete
     assert _policy("model-based", cfg, None).params["capacity_bound"] is False
     ds2 = _policy("ds2", cfg, None)
     assert ds2.params["scale_down_delay_s"] == 2 * cfg.period_s
+
+
+class _StateRest:
+    """A JobManager whose job is in ``state`` (or unreachable when ``state`` is None)."""
+
+    def __init__(self, state: str | None) -> None:
+        self.state = state
+
+    def job(self, job_id: str) -> dict:
+        from connectors.base import ConnectorError
+
+        if self.state is None:
+            raise ConnectorError("connection refused")
+        return {"jid": job_id, "state": self.state, "vertices": []}
+
+
+@pytest.mark.parametrize(
+    "state,cause",
+    [("FAILED", "job_failing"), ("FAILING", "job_failing"), ("RESTARTING", "job_not_running"),
+     ("INITIALIZING", "job_not_running"), (None, "engine_unavailable")],
+)  # fmt: skip
+def test_an_incomplete_period_carries_a_typed_cause(state, cause):
+    """The rollback rail acts on the cause (``FAILING_CAUSES``), which Flink's reason text never matched."""
+    from connectors.base import FAILING_CAUSES, Cause, Period
+    from connectors.flink.monitor import FlinkJob, FlinkMonitor
+
+    monitor = FlinkMonitor(FlinkJob(_StateRest(state), None, "j1", {}), {}, [], set())
+    m = monitor.collect(Period(1, 0.0, 60.0))
+    assert not m.complete and m.cause == Cause(cause)
+    assert (m.cause in FAILING_CAUSES) is (cause == "job_failing")
