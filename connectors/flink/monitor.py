@@ -191,6 +191,8 @@ class FlinkMonitor(Monitor):
             return self._collect(period)
         except BindingError:
             raise
+        except JobNotRunning as exc:  # the JobManager answered: no job of that name runs (nor fails)
+            return PeriodMetrics(period, {}, complete=False, reason=str(exc), cause=Cause.JOB_NOT_RUNNING)
         except ConnectorError as exc:
             return PeriodMetrics(
                 period, {}, complete=False, reason=f"Flink unavailable: {exc}", cause=Cause.ENGINE_UNAVAILABLE

@@ -330,6 +330,9 @@ class _StateRest:
             raise ConnectorError("connection refused")
         return {"jid": job_id, "state": self.state, "vertices": []}
 
+    def jobs(self) -> list[dict]:  # looked up by name: only terminal jobs of that name
+        return [{"jid": "old", "name": "wordcount", "state": "CANCELED", "start-time": 0}]
+
 
 @pytest.mark.parametrize(
     "state,cause",
@@ -345,3 +348,13 @@ def test_an_incomplete_period_carries_a_typed_cause(state, cause):
     m = monitor.collect(Period(1, 0.0, 60.0))
     assert not m.complete and m.cause == Cause(cause)
     assert (m.cause in FAILING_CAUSES) is (cause == "job_failing")
+
+
+def test_a_job_looked_up_by_name_that_runs_no_more_is_not_running_not_unreachable():
+    from connectors.base import Cause, Period
+    from connectors.flink.monitor import FlinkJob, FlinkMonitor
+
+    monitor = FlinkMonitor(FlinkJob(_StateRest("RUNNING"), "wordcount", None, {}), {}, [], set())
+    m = monitor.collect(Period(1, 0.0, 60.0))
+    assert not m.complete and m.cause == Cause.JOB_NOT_RUNNING
+    assert "no running Flink job named 'wordcount'" in m.reason
