@@ -192,7 +192,9 @@ class FlinkMonitor(Monitor):
         except BindingError:
             raise
         except JobNotRunning as exc:  # the JobManager answered: no job of that name runs (nor fails)
-            return PeriodMetrics(period, {}, complete=False, reason=str(exc), cause=Cause.JOB_NOT_RUNNING)
+            return PeriodMetrics(
+                period, {}, complete=False, reason=f"Flink unavailable: {exc}", cause=Cause.JOB_NOT_RUNNING
+            )
         except ConnectorError as exc:
             return PeriodMetrics(
                 period, {}, complete=False, reason=f"Flink unavailable: {exc}", cause=Cause.ENGINE_UNAVAILABLE

@@ -46,6 +46,7 @@ def test_a_job_cancelled_during_its_rescale_is_reported_gone_and_nothing_runs():
         metrics = conn.monitor.collect(Period(4, 0.0, 60.0))
         assert not metrics.complete and metrics.operators == {}
         assert "Flink unavailable: no running Flink job named 'wc'" in metrics.reason
+        assert metrics.cause == "job_not_running"
 
 
 def _restart_then(job: FakeJob, n: int) -> None:
@@ -94,6 +95,7 @@ def test_an_unreachable_jobmanager_is_an_incomplete_period_and_a_failed_apply_ne
     metrics = conn.monitor.collect(Period(7, 0.0, 60.0))
     assert not metrics.complete and metrics.operators == {} and metrics.path_response_time_s == {}
     assert metrics.reason.startswith(f"Flink unavailable: JobManager at {jm.url} not reachable")
+    assert metrics.cause == "engine_unavailable"
     result = conn.realizer.apply(ScalingPlan({"counter": {"vm.small": 3}}, slot=8))
     assert not result.ok and not result.rolled_back and result.details == {"unavailable": True}
     assert result.error.startswith(f"Flink unavailable: JobManager at {jm.url} not reachable")

@@ -357,4 +357,4 @@ def test_a_job_looked_up_by_name_that_runs_no_more_is_not_running_not_unreachabl
     monitor = FlinkMonitor(FlinkJob(_StateRest("RUNNING"), "wordcount", None, {}), {}, [], set())
     m = monitor.collect(Period(1, 0.0, 60.0))
     assert not m.complete and m.cause == Cause.JOB_NOT_RUNNING
-    assert "no running Flink job named 'wordcount'" in m.reason
+    assert "Flink unavailable: no running Flink job named 'wordcount'" in m.reason
