@@ -211,7 +211,8 @@ def test_flink_job_cancelled_after_a_rescale_is_surfaced_and_the_loop_recovers(f
     assert out.status == Tick.Status.NO_DATA
     down = Tick.objects.get(application=app, slot=slot)
     assert "Flink unavailable: no running Flink job named 'wc-fault'" in down.error
-    assert down.metrics["cause"] == "job_not_running"  # the JobManager answered: not a failing job to roll back
+    # the JobManager answered: a job that runs no more, not a failing one to roll back
+    assert down.metrics["cause"] == "job_not_running"
     assert all(d.observed == {} for d in Decision.objects.filter(application=app, slot=slot))
 
     # ---- the engine is back (the job submitted again, records flowing): decisions within 2 periods -----------
