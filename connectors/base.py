@@ -36,6 +36,13 @@ class Cause(StrEnum):
 
 #: causes that say the job is failing: right after a reconfiguration they trigger the rollback rail
 FAILING_CAUSES = frozenset({Cause.NO_RUNNING_REPLICA, Cause.JOB_FAILING})
+#: job states (Flink's REST ``state``, which the simulated engine's ``jobState`` fault mimics) of a failing job
+JOB_FAILING_STATES = ("FAILING", "FAILED")
+
+
+def job_state_cause(state: str | None) -> Cause:
+    """The cause of a period whose job is in ``state`` (anything but running): failing, else not running."""
+    return Cause.JOB_FAILING if state in JOB_FAILING_STATES else Cause.JOB_NOT_RUNNING
 
 
 @dataclass(frozen=True)

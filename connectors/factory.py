@@ -27,6 +27,7 @@ from connectors.base import (
     Period,
     PeriodMetrics,
     ScalingPlan,
+    job_state_cause,
 )
 from connectors.endpoints import AllowList, refused_urls
 from connectors.refused import RefusedConnector
@@ -151,8 +152,9 @@ class FaultInjectingMonitor(SimulatedMonitor):
                 )
         if faults.get("jobState"):  # the engine reports the whole job in this state (e.g. FAILED, RESTARTING)
             state = str(faults["jobState"])
-            cause = Cause.JOB_FAILING if state in ("FAILING", "FAILED") else Cause.JOB_NOT_RUNNING
-            return PeriodMetrics(period, {}, complete=False, reason=f"job simulated is {state}", cause=cause)
+            return PeriodMetrics(
+                period, {}, complete=False, reason=f"job simulated is {state}", cause=job_state_cause(state)
+            )
         return metrics
 
 

@@ -181,8 +181,9 @@ class Capacity:
                 if n > 0:
                     now[rid][t] = now[rid].get(t, 0) + int(n)
             if d.changed and not dry_run:
-                for t in np.flatnonzero(r.change()).tolist():
-                    delta = int(r.change()[t])
+                change = r.change()
+                for t in np.flatnonzero(change).tolist():
+                    delta = int(change[t])
                     net[rid][names[t]] = net[rid].get(names[t], 0) + delta
                     if delta > 0:
                         outs[rid].setdefault(names[t], []).extend([op.name] * delta)

@@ -378,6 +378,7 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
     bounds: list[tuple[int, int]] = []
     violated_any = False
     waiting: dict[int, tuple[int, str, int, str]] = {}  # operator id -> (region id, node type, slots, reason)
+    changes: list[np.ndarray] = []  # replicas each proposal adds (> 0) or removes (< 0) per node type
     cost_total = 0.0
     decisions: list[Decision] = []
     for i, op in enumerate(topo.operators):
@@ -395,6 +396,7 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
         bounds.append((lo, hi))
         _check_ineffective(rails, memory, op.name, m, now_s)
         change = proposal.deployment - k
+        changes.append(change)
         reason = _rail_reason(rails, when, now_s, memory.get(op.name, {}), proposal.action, change, m)
         if reason:
             rail_reasons[i] = reason
@@ -478,8 +480,8 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
                 decision.reason = (
                     f"waiting for capacity in region {region.name}: {am.reason.removeprefix('denied: ')}"
                 )
-                awaited = _awaited_type(requests[i], names, am.reason)
-                slots = int(requests[i].change()[names.index(awaited)])
+                awaited = _awaited_type(changes[i], names, am.reason)
+                slots = int(changes[i][names.index(awaited)])
                 waiting[op.pk] = (region.pk, awaited, max(slots, 1), decision.reason)
         grown = explanation.get("calibration")  # the OM re-ranged its rate levels in this step: say so
         if grown and grown.get("event") == "rate range grown":
@@ -498,7 +500,7 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
             before[op.name] = decision.deployment
             decision.outcome = Decision.Outcome.DRY_RUN if app.dry_run else Decision.Outcome.APPLYING
             model = policy.planning_model()  # what the OM learned (or was told) of the operator
-            if (requests[i].change() > 0).any() and model is not None:
+            if (changes[i] > 0).any() and model is not None:
                 spec = policy.spec
                 k_old = topo.vector(decision.deployment)
                 gain = model.capacity(proposal.deployment, spec.speedups) - model.capacity(
@@ -674,10 +676,10 @@ def _check_ineffective(rails: Rails, memory: dict, name: str, m, now_s: float) -
         )
 
 
-def _awaited_type(request: Request, names: list[str], reason: str) -> str:
-    """The node type a request denied for capacity waits for: the one the arbiter's reason names (a multi-replica
-    step may add several types), else the first one it adds."""
-    added = [names[t] for t in np.flatnonzero(request.change() > 0).tolist()]
+def _awaited_type(change: np.ndarray, names: list[str], reason: str) -> str:
+    """The node type a proposal denied for capacity waits for (``change``: replicas added per type): the one the
+    arbiter's reason names (a multi-replica step may add several types), else the first one it adds."""
+    added = [names[t] for t in np.flatnonzero(change > 0).tolist()]
     named = [n for n in added if f"no free node of {n} " in reason]
     return (named or added or names[:1])[0]
 

@@ -57,14 +57,13 @@ from connectors.base import (
     OperatorMetrics,
     Period,
     PeriodMetrics,
+    job_state_cause,
 )
 from connectors.flink.binding import BindingError, Vertex, resolve, vertices_of
 from connectors.flink.rest import FlinkRest
 from connectors.latency_share import share_path_latency
 
 METER_SPAN_S = 60.0
-#: job states (Flink REST ``state``) that mean the job is failing: after a reconfiguration they roll it back
-JOB_FAILING_STATES = ("FAILING", "FAILED")
 #: two readings of the same attempt closer than this (s) are not differenced (stale metric store, jitter)
 MIN_INTERVAL_S = 5.0
 RATE_METRICS = ["numRecordsInPerSecond", "numRecordsOutPerSecond", "busyTimeMsPerSecond",
@@ -204,8 +203,9 @@ class FlinkMonitor(Monitor):
         job_id, job, bound = self.job.snapshot()
         if job.get("state") != "RUNNING":
             state = job.get("state")
-            cause = Cause.JOB_FAILING if state in JOB_FAILING_STATES else Cause.JOB_NOT_RUNNING
-            return PeriodMetrics(period, {}, complete=False, reason=f"job {job_id} is {state}", cause=cause)
+            return PeriodMetrics(
+                period, {}, complete=False, reason=f"job {job_id} is {state}", cause=job_state_cause(state)
+            )
         rows = {v["id"]: v for v in job.get("vertices", [])}
         now_ms = float(job.get("now") or time.time() * 1000)
         ops: dict[str, OperatorMetrics] = {}

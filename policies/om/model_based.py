@@ -239,6 +239,7 @@ class ModelBased(Policy):
         self._cost: np.ndarray | None = None
         n_speeds = self.space.grid_shape[1]
         self._class_rank = np.arange(self.space.n_classes) % n_speeds
+        self._columns: tuple[np.ndarray, ...] | None = None  # per-deployment columns of _best_jump
         self._thresholds: np.ndarray | None = None  # n_c theta_s per class (tuples/s), from the brackets
         # levels whose rate histogram changed since v_hat was last computed: all of them after a restore (the
         # saved v_hat may predate the last rates)
@@ -447,34 +448,31 @@ class ModelBased(Policy):
     def _best_jump(self, d: int, level: int, overloaded: bool) -> tuple[int, float] | None:
         """The best deployment more than one action away from ``d`` and its value ``rcf + gamma sum_l' P[l, l']
         (cs + future)`` (the one-step look-ahead of :meth:`_q_values` over the whole space): a multi-replica
-        step on the node types in place (other types only under overload when no deployment of those is expected
-        to meet the bound at this rate level, e.g. at ``K_max``); a step to less capacity (sum of speedups) only when not overloaded and to a deployment
-        seen to carry the top of this rate level and the next without violating. None when none qualifies."""
+        step on the node types in place (other types only under overload when no deployment of those is
+        expected to meet the bound at this rate level, e.g. at ``K_max``); a step to less capacity (sum of
+        speedups) only when not overloaded and to a deployment seen to carry the top of this rate level and the
+        next without violating. None when none qualifies."""
         space = self.space
-        value = np.take(self.v_hat, space.cls, axis=0)
-        value *= self.spec.weights.perf
-        value += self._res_cost[:, None]
-        value += self.future
-        q = value @ self.p_hat[level]
+        if self._cost is None:
+            self._cost = self._state_cost()
+        q = (self._cost + self.future) @ self.p_hat[level]
         q *= self.spec.gamma
         q += self.spec.weights.rcf
         deps = space.deployments
-        totals = deps.sum(axis=1)
+        totals, speed, class_n, rank = self._space_columns()
         ok = (totals >= self.spec.k_min) & (totals <= self.spec.k_max)
         ok[space.succ[d][space.succ[d] >= 0]] = False  # one action away (and d itself): the ordinary moves
-        speed = deps @ np.asarray(self.spec.speedups, dtype=float)
         # a step that removes capacity only to a deployment already seen to carry, per replica of its slowest
         # type, the top rate of this level and the next one up without violating (evidence, not the optimism
         # of an unexplored model)
         if self.threshold_mode and not overloaded:
-            top = (level + 2) * self.levels.width
-            per_replica = top / self.space.class_n[space.cls]
-            safe = per_replica <= self.thr_lo[self._class_rank[space.cls]]
+            safe = (level + 2) * self.levels.width / class_n <= self.thr_lo[rank]
         else:
             safe = np.zeros(len(deps), dtype=bool)
         ok &= (speed > speed[d] + 1e-9) | ((speed < speed[d] - 1e-9) & safe)
-        # the node types in place, unless they cannot give more capacity (K_max reached under overload): a change
-        # of type needs new nodes (provisioning) and hopping between types of equal value would churn
+        # the node types in place, unless under overload none of their deployments is expected to meet the bound
+        # (K_max, or a slow type capping the class): a change of type needs new nodes (provisioning), and
+        # hopping between types of about equal value would churn
         same = ok & (deps[:, deps[d] == 0] == 0).all(axis=1)
         if not overloaded or (same & (self.v_hat[space.cls, level] == 0.0)).any():
             ok = same
@@ -482,6 +480,18 @@ class ModelBased(Policy):
             return None
         best = int(np.flatnonzero(ok)[np.argmin(q[ok])])
         return best, float(q[best])
+
+    def _space_columns(self) -> tuple[np.ndarray, ...]:
+        """Per deployment of the space: total replicas, capacity (sum of speedups), replicas of its class and the
+        speed rank of its class (fixed with the space: computed once)."""
+        cols = self._columns
+        if cols is None:
+            deps = self.space.deployments
+            cls = self.space.cls
+            speed = deps @ np.asarray(self.spec.speedups, dtype=float)
+            cols = (deps.sum(axis=1), speed, self.space.class_n[cls], self._class_rank[cls])
+            self._columns = cols
+        return cols
 
     def _overloaded(self, obs: Observation) -> bool:
         """The operator violated its bound or was busy all the period (``capacity_bound``'s no-scale-in rule)."""
