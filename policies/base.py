@@ -365,12 +365,17 @@ class Policy(ABC):
         if self._calibration is not None:
             explanation["calibration"] = self._calibration
             self._calibration = None
+        explanation.update(self.explanation_extras())
         if values:
             explanation["alternatives"] = {
                 describe_action(a, names, self.target_of(k, a) - k if a == JUMP else None): float(v)
                 for a, v in values.items()
             }
         return Proposal(action, self.target_of(k, action), explanation)
+
+    def explanation_extras(self) -> dict[str, Any]:
+        """Policy-specific entries of this step's explanation (e.g. a forecast); none by default."""
+        return {}
 
     #: whether ``_decide(..., explain=True)`` returns the values of the alternatives (it must then be free of
     #: side effects such as exploration draws, so calling it twice does not change what the policy does).
@@ -423,7 +428,8 @@ class Policy(ABC):
         meta, arrays = decode_state(data)
         if meta.get("policy") != self.name:
             raise ValueError(f"state belongs to policy {meta.get('policy')!r}, not {self.name!r}")
-        self.params = dict(meta["params"])
+        # states saved before a parameter existed take its default
+        self.params = {**self.DEFAULTS, **meta["params"]}
         self.t = int(meta["t"])
         self.seed = int(meta["seed"])
         self.rng.bit_generator.state = meta["rng"]

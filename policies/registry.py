@@ -55,6 +55,8 @@ OM_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "model-based-capacity": ("model-based", {"capacity_bound": True}),
     # ... that may also reconfigure several replicas (or, at K_max under overload, the node type) in one step
     "model-based-multistep": ("model-based", {"capacity_bound": True, "multi_step": True}),
+    # ... that plans for the rate a rising trend reaches when its scale-out takes effect (policies.forecast)
+    "model-based-trend": ("model-based", {"capacity_bound": True, "multi_step": True, "trend_periods": 3}),
 }
 
 

@@ -461,6 +461,13 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
     plan: dict[str, dict[str, int]] = {}
     before: dict[str, dict[str, int]] = {}
     names = topo.type_names
+    # node types the operators waited for until this period: a scale-out that still asks for them keeps waiting
+    # when the AM denies it for another reason (the reconfiguration budget), so the RM keeps the nodes it
+    # provisioned for it instead of releasing them as idle (seen on bench_loop's ramp: 16 A3 nodes released
+    # in the one period a type change waited for a token, then requested again)
+    awaited_before = dict(
+        WaitingRequest.objects.filter(application=app).values_list("operator_id", "node_type")
+    )
     for i, (op, policy, proposal, decision, am) in enumerate(
         zip(topo.operators, policies, proposals, decisions, granted, strict=True)
     ):
@@ -483,6 +490,10 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
                 awaited = _awaited_type(changes[i], names, am.reason)
                 slots = int(changes[i][names.index(awaited)])
                 waiting[op.pk] = (region.pk, awaited, max(slots, 1), decision.reason)
+            elif not decision.granted and _still_awaits(changes[i], names, awaited_before.get(op.pk)):
+                awaited = awaited_before[op.pk]
+                slots = int(changes[i][names.index(awaited)])
+                waiting[op.pk] = (op.deployment.region.pk, awaited, slots, decision.reason)
         grown = explanation.get("calibration")  # the OM re-ranged its rate levels in this step: say so
         if grown and grown.get("event") == "rate range grown":
             old_hi, new_hi = grown["old_range_tuples_s"][1], grown["new_range_tuples_s"][1]
@@ -590,6 +601,11 @@ def _run_guard(
 
 
 NO_CAPACITY = "denied: no free node of"  # the arbiter's reason when a node type's capacity is exhausted
+
+
+def _still_awaits(change, names: list[str], node_type: str | None) -> bool:
+    """Whether a proposal's per-type ``change`` still adds replicas of the ``node_type`` it waited for."""
+    return node_type is not None and node_type in names and int(change[names.index(node_type)]) > 0
 
 
 def _record_waiting(app: Application, topo: Topology, waiting: dict, slot: int) -> None:

@@ -58,6 +58,12 @@ What it learns and what it knows
   step that removes capacity (sum of speedups) goes only to a deployment whose per-replica rate at the top of
   this rate level and the next one up was seen without violation (``threshold`` model): evidence, not the
   optimism of an unexplored model (which would read "nothing violates" and drop to one replica).
+- ``trend_periods`` (off by default): plan for the rate a rising trend reaches when a scale-out proposed now
+  would take effect, ``rate + slope x min(lead, run)`` (:mod:`policies.forecast`): the slope is the smallest of the
+  last ``trend_periods`` increments when the rate rose in each of them, the lead the periods the operator's own
+  recent scale-outs took to become capacity (a node being provisioned, a token). While the rate rises, no
+  replica is removed. A multi-replica step that waits (for nodes or a token) stays the plan while it still
+  qualifies, with or without a trend: switching between targets of about equal value restarted the wait.
 - The known costs exactly: resource cost ``w_res price(k) / C_max`` and reconfiguration ``w_rcf 1[a != 0]``.
 - Value iteration over the learned model: a full sweep (backup of every state, Alg. 1) every ``sweep_every``
   steps and at each of the first ``warmup_steps`` steps; in between, every step, an asynchronous backup of the
@@ -117,7 +123,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from policies.base import JUMP, Observation, Policy
+from policies import forecast
+from policies.base import JUMP, Observation, Policy, apply_action
 from policies.model import OperatorSpec
 from policies.om import mdp
 
@@ -139,6 +146,7 @@ HIST_BINS_PER_LEVEL = 16  # resolution of the learned rate distribution inside e
 TOP_SPAN_LEVELS = 32  # the top level's histogram covers this many level widths above its lower edge
 CAPACITY_BOUND = False  # bound theta by the capacity measured from utilisation (see the module doc)
 MULTI_STEP = False  # may reconfigure to any deployment in one step (beyond the papers; see the module doc)
+TREND_PERIODS = 0  # rises in a row that make a trend to plan ahead on (policies.forecast); 0 = off
 CAPACITY_MIN_UTILISATION = 0.3  # utilisation below which x / u is too uncertain to bound theta
 CAPACITY_FIT_MIN_PERIODS = 3  # periods before the line u = a + b x is trusted
 CAPACITY_FIT_MIN_SPREAD = 0.2  # ... and their rates x spread by this fraction of the mean (std / mean)
@@ -170,6 +178,7 @@ class ModelBased(Policy):
         "local_radius": LOCAL_RADIUS,
         "capacity_bound": CAPACITY_BOUND,
         "multi_step": MULTI_STEP,
+        "trend_periods": TREND_PERIODS,
     }
 
     @classmethod
@@ -181,6 +190,7 @@ class ModelBased(Policy):
             "reconfigure_sweeps",
             "reweight_sweeps",
             "local_radius",
+            "trend_periods",
         ):
             if params[key] < 0:
                 raise ValueError(f"params.{key}: must be >= 0, got {params[key]}")
@@ -222,6 +232,10 @@ class ModelBased(Policy):
         self.rate_hist = np.zeros(HIST_BINS_PER_LEVEL * (n_levels - 1 + TOP_SPAN_LEVELS))
         self.future = np.zeros((self.space.size, n_levels))  # min_a [rcf + gamma E V(next)], per (d, l)
         self.sweeps_done = 0
+        self.trend = forecast.RateTrend(self.params["trend_periods"])
+        self.lead = forecast.LeadTime()
+        self._forecast_note: dict[str, Any] | None = None  # the explanation of this step's planned rate
+        self._waiting_jump: np.ndarray | None = None  # the last step proposed (kept while it waits)
         self._model_key = self._current_key()
         self._refresh_derived()
 
@@ -323,6 +337,9 @@ class ModelBased(Policy):
     ) -> None:
         levels = self.levels
         rebound = False  # the per-replica bounds changed in this step (capacity_bound: re-solve more)
+        if self.params["trend_periods"]:
+            self.trend.observe(rate_prev, rate_now)
+            self.lead.observed(self.t, self._capacity(k_now))
         l_prev, l_now = levels.level(rate_prev), levels.level(rate_now)
         self.trans_counts[l_prev, l_now] += 1.0
         row = self.trans_counts[l_prev]
@@ -425,10 +442,13 @@ class ModelBased(Policy):
         d = self.space.lookup(k)
         if d < 0:
             return outside_space_action(self.space, k, self.spec), {}
-        level = self.levels.level(rate)
+        level = self.levels.level(self._planned_rate(rate))
         q = self._q_values(d, level)
         overloaded = self.params["capacity_bound"] and obs is not None and self._overloaded(obs)
-        if overloaded:
+        # while the rate rises (trend_periods), removing replicas spends a reconfiguration that the next scale-out
+        # will need
+        rising = bool(self.params["trend_periods"]) and self.trend.slope() > 0.0
+        if overloaded or rising:
             n_now = self.space.class_n[self.space.cls[d]]
             _, dst, _ = self.space.moves(d)
             keep = {
@@ -438,20 +458,66 @@ class ModelBased(Policy):
             }
             q = {a: v for a, v in q.items() if a in keep}
         if self.params["multi_step"]:
-            jump = self._best_jump(d, level, overloaded)
+            jump = self._best_jump(d, level, overloaded, rising)
             if jump is not None and jump[1] < min(q.values()) - 1e-12:
                 self._jump = self.space.deployments[jump[0]].copy()
                 q = {**q, JUMP: jump[1]}
-                return JUMP, (q if explain else {})
-        return mdp.greedy(q), (q if explain else {})
+                return self._proposing(k, JUMP, explain), (q if explain else {})
+        return self._proposing(k, mdp.greedy(q), explain), (q if explain else {})
 
-    def _best_jump(self, d: int, level: int, overloaded: bool) -> tuple[int, float] | None:
+    def _planned_rate(self, rate: float) -> float:
+        """The rate (tuples/s) to decide on: with ``trend_periods``, the rate a rising trend reaches when a
+        scale-out proposed now would take effect (:mod:`policies.forecast`); else ``rate``."""
+        if not self.params["trend_periods"]:
+            return rate
+        planned, horizon = forecast.planned_rate(rate, self.trend, self.lead)
+        self._forecast_note = (
+            None
+            if horizon == 0
+            else {
+                "planned_rate_tuples_s": planned,
+                "slope_tuples_s_per_period": self.trend.slope(),
+                "horizon_periods": horizon,
+                "lead_periods": self.lead.periods(),
+                "reason": (
+                    f"the rate rose in each of the last {self.trend.run} periods, by at least "
+                    f"{self.trend.slope():.1f} tuples/s: planning for {planned:.0f} tuples/s, the rate "
+                    f"{horizon} period(s) ahead (a scale-out took {self.lead.periods()} period(s) to take effect)"
+                ),
+            }
+        )
+        return planned
+
+    def _proposing(self, k: np.ndarray, action: int, explain: bool) -> int:
+        """Note the step the decision asks for (kept as the plan while it waits) and the capacity it asks for
+        (the lead-time learner's start); return ``action``."""
+        if explain:
+            return action
+        self._waiting_jump = self._jump.copy() if action == JUMP else None
+        if self.params["trend_periods"]:
+            target = self._jump if action == JUMP else apply_action(k, action)
+            self.lead.proposed(self.t, self._capacity(k), self._capacity(target))
+        return action
+
+    def _capacity(self, k: np.ndarray) -> float:
+        """Sum of the speedups of the replicas of ``k``."""
+        return float(np.asarray(k, dtype=float) @ np.asarray(self.spec.speedups, dtype=float))
+
+    def explanation_extras(self) -> dict[str, Any]:
+        """The planned rate of this step, when a trend moved it (``trend_periods``)."""
+        return {} if self._forecast_note is None else {"forecast": self._forecast_note}
+
+    def _best_jump(
+        self, d: int, level: int, overloaded: bool, rising: bool = False
+    ) -> tuple[int, float] | None:
         """The best deployment more than one action away from ``d`` and its value ``rcf + gamma sum_l' P[l, l']
         (cs + future)`` (the one-step look-ahead of :meth:`_q_values` over the whole space): a multi-replica
         step on the node types in place (other types only under overload when no deployment of those is
         expected to meet the bound at this rate level, e.g. at ``K_max``); a step to less capacity (sum of
         speedups) only when not overloaded and to a deployment seen to carry the top of this rate level and the
-        next without violating. None when none qualifies."""
+        next without violating, and not while the rate rises (``rising``). When the last proposal was a step that
+        is still waiting (for nodes or a token) and still qualifies, it stays the plan: switching between targets
+        of about equal value while waiting would restart the wait for other nodes. None when none qualifies."""
         space = self.space
         if self._cost is None:
             self._cost = self._state_cost()
@@ -465,7 +531,7 @@ class ModelBased(Policy):
         # a step that removes capacity only to a deployment already seen to carry, per replica of its slowest
         # type, the top rate of this level and the next one up without violating (evidence, not the optimism
         # of an unexplored model)
-        if self.threshold_mode and not overloaded:
+        if self.threshold_mode and not overloaded and not rising:
             safe = (level + 2) * self.levels.width / class_n <= self.thr_lo[rank]
         else:
             safe = np.zeros(len(deps), dtype=bool)
@@ -478,6 +544,9 @@ class ModelBased(Policy):
             ok = same
         if not ok.any():
             return None
+        waiting = -1 if self._waiting_jump is None else space.lookup(self._waiting_jump)
+        if waiting >= 0 and ok[waiting]:
+            return waiting, float(q[waiting])
         best = int(np.flatnonzero(ok)[np.argmin(q[ok])])
         return best, float(q[best])
 
@@ -560,7 +629,14 @@ class ModelBased(Policy):
 
     # ---- durable state -------------------------------------------------------------------------------------
     def _get_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        meta = {"sweeps_done": self.sweeps_done, "model_key": self._model_key, "space_size": self.space.size}
+        meta = {
+            "sweeps_done": self.sweeps_done,
+            "model_key": self._model_key,
+            "space_size": self.space.size,
+            "trend": self.trend.state(),
+            "lead": self.lead.state(),
+            "waiting_jump": None if self._waiting_jump is None else self._waiting_jump.tolist(),
+        }
         arrays = {
             "trans_counts": self.trans_counts,
             "visits": self.visits,
@@ -600,6 +676,12 @@ class ModelBased(Policy):
         self.rate_hist = arrays["rate_hist"].copy()
         self.future = arrays["future"].copy()
         self.sweeps_done = int(meta["sweeps_done"])
+        # states saved before trend_periods existed carry no trend: it starts again
+        self.trend = forecast.RateTrend(self.params["trend_periods"])
+        self.trend.load(meta.get("trend"))
+        self.lead.load(meta.get("lead"))
+        wj = meta.get("waiting_jump")
+        self._waiting_jump = None if wj is None else np.asarray(wj, dtype=np.int64)
         self._model_key = [float(x) for x in meta["model_key"]]
         self._refresh_derived()
         self.p_hat = arrays["p_hat"].copy()

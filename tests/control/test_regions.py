@@ -6,7 +6,14 @@ from __future__ import annotations
 import pytest
 
 from autoscaler.control.builders import ensure_region, simulated_pipeline
-from autoscaler.control.models import Decision, RegionControl, RegionNode, RegionTick, WaitingRequest
+from autoscaler.control.models import (
+    ApplicationControl,
+    Decision,
+    RegionControl,
+    RegionNode,
+    RegionTick,
+    WaitingRequest,
+)
 from autoscaler.control.regions import region_period_s, region_step, set_rm_period
 from autoscaler.control.tick import run_tick
 from autoscaler.models import Application, NodeTypeCatalog, Region
@@ -139,6 +146,33 @@ def test_scale_out_waits_for_capacity_then_proceeds_when_the_rm_provisions():
     assert row.decisions[0]["node_type"] == "A2" and row.decisions[0]["executed"] == 1
     run_tick(app.pk, 11)
     d = Decision.objects.get(application=app, slot=11)
+    assert d.granted and d.outcome == "applied", d.reason
+    assert not WaitingRequest.objects.filter(application=app).exists()
+
+
+def test_a_wait_denied_by_the_budget_keeps_its_request_and_the_rm_keeps_the_node():
+    """Before: a scale-out waiting for capacity that the AM then denied for the reconfiguration budget (the node
+    had arrived, the token had not) stopped waiting, so the RM released the node it had just provisioned as idle
+    and the next period waited again (bench_loop ramp: 16 A3 nodes released in one such period)."""
+    app = simulated_pipeline("waits-budget", n_operators=1, rate_scale=BUSY)
+    declare(app, "rm", "simple", {"n_idle": 0})
+    region = Region.objects.get(name="region-a")
+    region_step(region.pk, 9)
+    run_tick(app.pk, 10)
+    assert WaitingRequest.objects.get(application=app).node_type == "A2"
+    region_step(region.pk, 10)  # the A2 node the request waits for
+    assert RegionNode.objects.filter(region=region, node_type="A2", state="ready").count() == 1
+    ApplicationControl.objects.filter(application=app).update(bucket_tokens=0.0)
+    run_tick(app.pk, 11)
+    d = Decision.objects.get(application=app, slot=11)
+    assert not d.granted and "reconfiguration budget exhausted" in d.reason, d.reason
+    waiting = WaitingRequest.objects.get(application=app)
+    assert (waiting.node_type, waiting.since_slot, waiting.last_slot) == ("A2", 10, 11)
+    region_step(region.pk, 11)
+    assert RegionNode.objects.filter(region=region, node_type="A2", state="ready").count() == 1
+    ApplicationControl.objects.filter(application=app).update(bucket_tokens=3.0)
+    run_tick(app.pk, 12)
+    d = Decision.objects.get(application=app, slot=12)
     assert d.granted and d.outcome == "applied", d.reason
     assert not WaitingRequest.objects.filter(application=app).exists()
 
