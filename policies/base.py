@@ -117,6 +117,9 @@ class Observation:
     ``complete``: False when metrics were missing: the policy must neither learn nor scale.
     ``processing_rate``: tuples/s the replicas processed over the period, if measured (below the input rate when
     the operator is saturated: then it measures the deployment's capacity, which the input rate does not).
+    ``budget_wait_periods``: periods until the application could reconfigure again after a reconfiguration now
+    (the AM's token bucket; 0 when a token would be left, ``inf`` with no budget): how much further ahead a
+    change made now must carry the operator.
     """
 
     deployment: np.ndarray
@@ -126,6 +129,7 @@ class Observation:
     utilisation: float | None = None
     complete: bool = True
     processing_rate: float | None = None
+    budget_wait_periods: float = 0.0
 
 
 @dataclass
@@ -372,6 +376,13 @@ class Policy(ABC):
                 for a, v in values.items()
             }
         return Proposal(action, self.target_of(k, action), explanation)
+
+    def ride_along(self, obs: Observation) -> Proposal | None:
+        """A scale-out worth making if a reconfiguration cost nothing now (the AM's ``ride_along``: this period
+        already reconfigures the application), after :meth:`step` proposed no change for ``obs``; None when the
+        policy would still change nothing, or cannot tell. Side-effect free: when the AM grants it, the caller
+        records it with :meth:`override_last_action`. The default: None."""
+        return None
 
     def explanation_extras(self) -> dict[str, Any]:
         """Policy-specific entries of this step's explanation (e.g. a forecast); none by default."""

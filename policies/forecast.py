@@ -23,6 +23,7 @@ policy's parameters. Pure Python, exact state round trip (:meth:`RateTrend.state
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from typing import Any
 
@@ -98,10 +99,13 @@ class LeadTime:
             self.pending = None if p is None else (int(p[0]), float(p[1]))
 
 
-def planned_rate(rate: float, trend: RateTrend, lead: LeadTime) -> tuple[float, int]:
-    """The rate (tuples/s) to plan for and the horizon (periods) it was extrapolated over (0: no trend)."""
+def planned_rate(rate: float, trend: RateTrend, lead: LeadTime, wait: float = 0.0) -> tuple[float, int]:
+    """The rate (tuples/s) to plan for and the horizon (periods) it was extrapolated over (0: no trend).
+    ``wait``: periods before a scale-out proposed later could even start (a reconfiguration budget to refill),
+    added to the lead time."""
     slope = trend.slope()
     if slope <= 0.0:
         return rate, 0
-    horizon = min(lead.periods(), trend.run)
+    extra = math.ceil(wait) if math.isfinite(wait) else trend.run  # no budget refill: as far as the evidence
+    horizon = min(lead.periods() + extra, trend.run)
     return rate + slope * horizon, horizon

@@ -48,6 +48,10 @@ BENCHMARKS: dict[str, str] = {
         "--validation-phases`, `am-model-based`): BO met both budgets in 12/12 settings with either OM, at 0.93x "
         "naive's cost with model-based OMs; one BO run took at most 41 s (ql-pds-plus) and 232 s (model-based)"
     ),
+    "bench_loop": (
+        "`python manage.py bench_loop --no-baseline` (docs/benchmarks.md, section \"Planning ahead on a rising "
+        "rate\"): the control loop a user runs, manifest -> tick -> OM/AM -> simulated engine, scenario by scenario"
+    ),
     "bench multilevel": (
         "`python -m policies.bench multilevel --steps 50000` (docs/benchmarks.md, section `multilevel`, paper 004 "
         "Tables 1-2): RL ICS with w_d = 0.7 met the paper's targets (0.07% violations, 8.69 active nodes)"
@@ -160,6 +164,14 @@ OPTIONS: tuple[Option, ...] = (
     _o("batching", L, AM_NAMES, "bool", True, "",
        "All changes granted in one period form one reconfiguration (one restart, one token).",
        "bench am: changes of one period batched"),
+    _o("ride_along", L, AM_NAMES, "bool", True, "",
+       "In a period whose batch is granted, an operator that proposed nothing may join it with the scale-out its "
+       "OM would make if a reconfiguration cost nothing (free nodes only, never waiting): no extra token.",
+       "bench_loop: the ramp's operators scaled out in separate periods and ran out of tokens"),
+    _o("defer_for_nodes", L, AM_NAMES, "bool", True, "",
+       "Defer a period's changes when no operator violated its bound while another operator's scale-out waits for "
+       "nodes: they reconfigure together once the nodes are ready (one token instead of one each).",
+       "bench_loop: the ramp's operators spent a token each, one or two periods apart"),
     _o("hold_scale_ins", L, AM_NAMES, "bool", True, "",
        "Deny the scale-ins of operators that did not violate while another operator violates its bound.",
        "bench am: `--guard` holds scale-ins"),

@@ -62,7 +62,7 @@ OM_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
 
 #: the OM policy the demos and ``bench_loop``'s demo scenario run: the best one measured through the product's
 #: own loop (``manage.py bench_loop``, docs/benchmarks.md "The control loop a user runs")
-RECOMMENDED_OM = "model-based-multistep"
+RECOMMENDED_OM = "model-based-trend"
 
 
 def om_choice(name: str) -> dict[str, Any]:

@@ -379,6 +379,8 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
     violated_any = False
     waiting: dict[int, tuple[int, str, int, str]] = {}  # operator id -> (region id, node type, slots, reason)
     changes: list[np.ndarray] = []  # replicas each proposal adds (> 0) or removes (< 0) per node type
+    rides: dict[int, Any] = {}  # operator index -> the ride-along Proposal of an OM that proposed no change
+    next_own = _periods_to_next_token(control, app.eta_r, am_options["bucket_capacity"])
     cost_total = 0.0
     decisions: list[Decision] = []
     for i, op in enumerate(topo.operators):
@@ -388,7 +390,9 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
         rt = m.response_time_s
         violated = rt is None or not np.isfinite(rt) or rt > policy.spec.r_max_s
         violated_any = violated_any or violated
-        obs = Observation(k, float(m.input_rate), rt, violated, m.utilisation, True, m.processing_rate)
+        obs = Observation(
+            k, float(m.input_rate), rt, violated, m.utilisation, True, m.processing_rate, next_own
+        )
         proposal = policy.step(obs)
         policies.append(policy)
         proposals.append(proposal)
@@ -401,16 +405,24 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
         if reason:
             rail_reasons[i] = reason
         jump = proposal.action == JUMP and not reason
-        requests.append(
-            Request(
-                i,
-                k,
-                0 if reason else proposal.action,
-                violated,
-                float(m.utilisation or 0.0),
-                proposal.deployment if jump else None,
-            )
+        request = Request(
+            i,
+            k,
+            0 if reason else proposal.action,
+            violated,
+            float(m.utilisation or 0.0),
+            proposal.deployment if jump else None,
         )
+        if proposal.action == 0 and am_options["ride_along"]:
+            ride = policy.ride_along(obs)
+            ride_change = None if ride is None else ride.deployment - k
+            mem = memory.get(op.name, {})
+            if ride is not None and not _rail_reason(rails, when, now_s, mem, ride.action, ride_change, m):
+                rides[i] = ride
+                changes[i] = ride_change
+                target = ride.deployment if ride.action == JUMP else None
+                request = Request(i, k, ride.action, violated, float(m.utilisation or 0.0), target, True)
+        requests.append(request)
         cost = float(np.dot(k, topo.prices_per_hour)) * period_s / 3600.0
         cost_total += cost
         decisions.append(
@@ -449,6 +461,7 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
             batching=am_options["batching"],
             scale_in_reserve=am_options["scale_in_reserve"],
             hold_scale_ins=am_options["hold_scale_ins"],
+            defer_for_nodes=am_options["defer_for_nodes"],
         )
         if control.bucket_tokens is not None:
             # refill for the periods without a tick since the last one (arbitrate() adds this period's share)
@@ -471,6 +484,11 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
     for i, (op, policy, proposal, decision, am) in enumerate(
         zip(topo.operators, policies, proposals, decisions, granted, strict=True)
     ):
+        if i in rides and am.granted:  # joined the period's reconfiguration: the ride-along is the proposal
+            ride = rides[i]
+            ride.explanation = {**proposal.explanation, **ride.explanation}
+            proposal = proposals[i] = ride
+            policy.override_last_action(proposal.action)
         explanation = finite(proposal.explanation)
         decision.proposal = {
             "action": int(proposal.action),
@@ -482,7 +500,9 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
         else:
             decision.granted = proposal.action != 0 and am.granted
             decision.reason = am.reason
-            if not decision.granted and am.reason.startswith(NO_CAPACITY):
+            if i in rides and not am.granted:
+                pass  # a ride-along not taken: the OM proposed no change, nothing waits
+            elif not decision.granted and am.reason.startswith(NO_CAPACITY):
                 region = op.deployment.region
                 decision.reason = (
                     f"waiting for capacity in region {region.name}: {am.reason.removeprefix('denied: ')}"
@@ -601,6 +621,16 @@ def _run_guard(
 
 
 NO_CAPACITY = "denied: no free node of"  # the arbiter's reason when a node type's capacity is exhausted
+
+
+def _periods_to_next_token(control: ApplicationControl, eta_r: float, capacity: float) -> float:
+    """Periods until the token bucket holds a token again once a batch spends one this period (0 when one is
+    left): how long an operator that does not join this period's reconfiguration waits for its own."""
+    tokens = capacity if control.bucket_tokens is None else float(control.bucket_tokens)
+    left = min(tokens + eta_r, capacity) - 1.0
+    if left >= 1.0:
+        return 0.0
+    return float("inf") if eta_r <= 0 else (1.0 - left) / eta_r
 
 
 def _still_awaits(change, names: list[str], node_type: str | None) -> bool:

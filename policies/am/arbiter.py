@@ -14,6 +14,14 @@ proposal so that:
   scale-in frees may be needed within a few periods, and a violated period is what the budget eta_V counts;
 * a multi-replica step (``JUMP``: several replicas, or a change of node type) is one change like any other;
   it counts as a scale-in only when it removes replicas and adds none;
+* optionally (``ride_along``, batching only) an operator that proposed nothing may *join* a period's batch with a
+  scale-out it would make if a reconfiguration cost nothing (:meth:`policies.base.Policy.ride_along`): the batch
+  is one reconfiguration whatever it contains, so joining it spends no budget, and a later scale-out of its own
+  (another token, another restart) is avoided. A ride-along request is granted only when the period's batch is,
+  only onto free nodes and within ``K_max``; it never waits for capacity;
+* optionally (``defer_for_nodes``, batching only) a period's batch in which no operator violated its bound is
+  deferred while a scale-out of the same period waits for nodes: the operators reconfigure together once the
+  nodes are there (one token) instead of one after the other (one token each). A violation ends the wait;
 * conflicts (two operators asking for the last node of a type) are resolved by priority: scale-ins are applied
   first (they free nodes), then scale-outs of operators that violated their bound, then by utilisation
   (busiest first), then by operator order.
@@ -84,6 +92,8 @@ class Request:
     utilisation: float = 0.0
     #: the target deployment of a multi-replica step (``action == JUMP``); None for the one-replica actions
     target: np.ndarray | None = None
+    #: a scale-out that only joins a batch granted anyway (module doc); it never opens a reconfiguration
+    ride_along: bool = False
 
     def change(self) -> np.ndarray:
         """Replicas added (> 0) or removed (< 0) per node type if granted."""
@@ -118,6 +128,7 @@ class Arbiter:
     ``scale_in_reserve``: tokens kept for scale-outs: a scale-in (or a batch of scale-ins only) is granted only
     when at least ``1 + scale_in_reserve`` tokens are available (scale-ins are never urgent). ``hold_scale_ins``:
     deny the scale-ins of operators that did not violate while any operator violated its bound.
+    ``defer_for_nodes``: defer a batch without violations while a scale-out waits for nodes (module doc).
     """
 
     def __init__(
@@ -131,6 +142,7 @@ class Arbiter:
         batching: bool = True,
         scale_in_reserve: float = 0.0,
         hold_scale_ins: bool = False,
+        defer_for_nodes: bool = False,
     ) -> None:
         self.bucket = TokenBucket(eta_r, bucket_capacity)
         if not 0.0 <= scale_in_reserve <= self.bucket.capacity - 1.0:
@@ -140,6 +152,7 @@ class Arbiter:
             )
         self.scale_in_reserve = float(scale_in_reserve)
         self.hold_scale_ins = hold_scale_ins
+        self.defer_for_nodes = defer_for_nodes
         self.k_max = k_max
         self.k_min = k_min
         if node_capacity is not None:
@@ -166,10 +179,14 @@ class Arbiter:
         self.periods += 1
         self.bucket.refill()
         decisions: dict[int, Decision] = {}
-        changes = [r for r in requests if r.action != 0]
+        riders = [r for r in requests if r.action != 0 and r.ride_along]
+        requests_own = [r for r in requests if not r.ride_along]
+        changes = [r for r in requests_own if r.action != 0]
         for r in requests:
             if r.action == 0:
                 decisions[id(r)] = Decision(r.operator, 0, 0, "no change proposed")
+        for r in riders:
+            decisions[id(r)] = Decision(r.operator, r.action, 0, "no change proposed (no batch to join)")
         if not changes:
             return [decisions[id(r)] for r in requests]
 
@@ -189,6 +206,7 @@ class Arbiter:
         lost_conflict: list[tuple[Request, int]] = []  # denied a node only because a batch-mate took it
         feasible: list[Request] = []
         taken_by: dict[int, list[int]] = {}
+        no_node: list[int] = []  # operators denied because no node of a type they add is free (not a conflict)
         for r in sorted(changes, key=priority):
             dv, is_in = delta[id(r)], scale_in[id(r)]
             after = np.asarray(r.k, dtype=np.int64) + dv
@@ -216,6 +234,8 @@ class Arbiter:
                         f"; conflict: the last one was granted to operator {rivals[-1]} (higher priority)"
                     )
                     lost_conflict.append((r, t))
+                else:
+                    no_node.append(r.operator)
             else:
                 reason = ""
             if reason:
@@ -232,7 +252,18 @@ class Arbiter:
                 taken_by.setdefault(t, []).append(r.operator)
             feasible.append(r)
 
-        if self.batching:
+        short_ops = sorted({r.operator for r, _ in lost_conflict} | set(no_node))
+        if self.batching and self.defer_for_nodes and feasible and no_node and not any(r.violated for r in feasible):
+            # nothing urgent: wait for the nodes and reconfigure together (a node a batch-mate took is free again)
+            why = f"deferred: to reconfigure together with operator(s) {short_ops}, waiting for nodes"
+            for r in feasible:
+                decisions[id(r)] = Decision(r.operator, r.action, 0, why)
+            cap = self.node_capacity
+            for r, t in lost_conflict:
+                if cap is not None and in_use_before[t] + delta[id(r)][t] <= cap[t]:
+                    decisions[id(r)] = Decision(r.operator, r.action, 0, why)
+            feasible = []
+        elif self.batching:
             only_ins = all(scale_in[id(r)] for r in feasible)
             need = 1.0 + (self.scale_in_reserve if only_ins else 0.0)
             if feasible and self.bucket.can_spend(need):
@@ -254,15 +285,40 @@ class Arbiter:
                     if cap is not None and in_use_before[t] + delta[id(r)][t] <= cap[t]:
                         decisions[id(r)] = Decision(r.operator, r.action, 0, self._budget_reason(False))
                 feasible = []
+        if self.batching and feasible:
+            self._join(riders, feasible, in_use, decisions)
         self.reconfigurations += int(bool(feasible))
         out = [decisions[id(r)] for r in requests]
-        for d in out:
-            if d.proposed != 0:
+        for r, d in zip(requests, out, strict=True):
+            if d.proposed != 0 and not (r.ride_along and not d.granted):  # a ride not taken is no denial
                 if d.granted:
                     self.granted_changes += 1
                 else:
                     self.denied_changes += 1
         return out
+
+    def _join(
+        self, riders: list[Request], batch: list[Request], in_use: np.ndarray, decisions: dict[int, Decision]
+    ) -> None:
+        """Grant the ride-along scale-outs that fit on free nodes and within K_max to the granted ``batch``
+        (busiest first); the others stay "no change" and never wait for capacity."""
+        for r in sorted(riders, key=lambda r: (-float(r.utilisation), r.operator)):
+            dv = r.change()
+            total = int(np.sum(np.asarray(r.k, dtype=np.int64) + dv))
+            full = [
+                t
+                for t in np.flatnonzero(dv > 0).tolist()
+                if self.node_capacity is not None and in_use[t] + dv[t] > self.node_capacity[t]
+            ]
+            if (dv < 0).any() or total > self._bound(self.k_max, r.operator) or full:
+                why = "not a pure scale-out" if (dv < 0).any() else "K_max" if not full else "no free node"
+                decisions[id(r)] = Decision(r.operator, r.action, 0, f"no change proposed (could not join: {why})")
+                continue
+            in_use += dv
+            batch.append(r)
+            decisions[id(r)] = Decision(
+                r.operator, r.action, r.action, "granted: joined the period's reconfiguration (no extra token)"
+            )
 
     def _budget_reason(self, scale_in: bool = False) -> str:
         if scale_in and self.scale_in_reserve > 0 and self.bucket.can_spend(1.0):

@@ -124,7 +124,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from policies import forecast
-from policies.base import JUMP, Observation, Policy, apply_action
+from policies.base import JUMP, Observation, Policy, Proposal, apply_action, describe_action
 from policies.model import OperatorSpec
 from policies.om import mdp
 
@@ -236,6 +236,7 @@ class ModelBased(Policy):
         self.lead = forecast.LeadTime()
         self._forecast_note: dict[str, Any] | None = None  # the explanation of this step's planned rate
         self._waiting_jump: np.ndarray | None = None  # the last step proposed (kept while it waits)
+        self._rcf_free = False  # pricing a ride-along (no reconfiguration cost), see ride_along()
         self._model_key = self._current_key()
         self._refresh_derived()
 
@@ -432,8 +433,38 @@ class ModelBased(Policy):
         value += self.future[dst]
         q = value @ self.p_hat[level]
         q *= self.spec.gamma
-        q[moves] += self.spec.weights.rcf
+        q[moves] += self._rcf()
         return dict(zip(acts, q.tolist(), strict=True))
+
+    def _rcf(self) -> float:
+        """The reconfiguration cost of a change now: ``w_rcf``, or 0 while pricing a ride-along."""
+        return 0.0 if self._rcf_free else self.spec.weights.rcf
+
+    def ride_along(self, obs: Observation) -> Proposal | None:
+        """The decision with a free reconfiguration, when it only adds replicas (see the base class)."""
+        k = np.array(obs.deployment, dtype=np.int64)
+        self._rcf_free = True
+        try:
+            action, values = self._decide(k, obs.input_rate, obs, True)
+        finally:
+            self._rcf_free = False
+        if action == 0:
+            return None
+        target = self.target_of(k, action)
+        if (target < k).any():
+            return None
+        names = [t.name for t in self.spec.node_types]
+        explanation = {
+            "policy": self.name,
+            "action": describe_action(action, names, target - k if action == JUMP else None),
+            "ride_along": "this period reconfigures the application anyway: priced with no reconfiguration cost",
+            "alternatives": {
+                describe_action(a, names, self.target_of(k, a) - k if a == JUMP else None): float(v)
+                for a, v in values.items()
+            },
+            **self.explanation_extras(),
+        }
+        return Proposal(action, target, explanation)
 
     def _decide(
         self, k: np.ndarray, rate: float, obs: Observation | None, explain: bool
@@ -442,7 +473,8 @@ class ModelBased(Policy):
         d = self.space.lookup(k)
         if d < 0:
             return outside_space_action(self.space, k, self.spec), {}
-        level = self.levels.level(self._planned_rate(rate))
+        wait = obs.budget_wait_periods if obs is not None else 0.0
+        level = self.levels.level(self._planned_rate(rate, wait))
         q = self._q_values(d, level)
         overloaded = self.params["capacity_bound"] and obs is not None and self._overloaded(obs)
         # while the rate rises (trend_periods), removing replicas spends a reconfiguration that the next scale-out
@@ -465,12 +497,13 @@ class ModelBased(Policy):
                 return self._proposing(k, JUMP, explain), (q if explain else {})
         return self._proposing(k, mdp.greedy(q), explain), (q if explain else {})
 
-    def _planned_rate(self, rate: float) -> float:
+    def _planned_rate(self, rate: float, wait: float = 0.0) -> float:
         """The rate (tuples/s) to decide on: with ``trend_periods``, the rate a rising trend reaches when a
-        scale-out proposed now would take effect (:mod:`policies.forecast`); else ``rate``."""
+        scale-out proposed now would take effect, plus the ``wait`` (periods) before the application could
+        reconfigure again after it (:mod:`policies.forecast`); else ``rate``."""
         if not self.params["trend_periods"]:
             return rate
-        planned, horizon = forecast.planned_rate(rate, self.trend, self.lead)
+        planned, horizon = forecast.planned_rate(rate, self.trend, self.lead, wait)
         self._forecast_note = (
             None
             if horizon == 0
@@ -482,7 +515,8 @@ class ModelBased(Policy):
                 "reason": (
                     f"the rate rose in each of the last {self.trend.run} periods, by at least "
                     f"{self.trend.slope():.1f} tuples/s: planning for {planned:.0f} tuples/s, the rate "
-                    f"{horizon} period(s) ahead (a scale-out took {self.lead.periods()} period(s) to take effect)"
+                    f"{horizon} period(s) ahead (a scale-out took {self.lead.periods()} period(s) to take effect"
+                    + (f"; then {wait:.1f} period(s) until the budget allows another)" if wait else ")")
                 ),
             }
         )
@@ -523,7 +557,7 @@ class ModelBased(Policy):
             self._cost = self._state_cost()
         q = (self._cost + self.future) @ self.p_hat[level]
         q *= self.spec.gamma
-        q += self.spec.weights.rcf
+        q += self._rcf()
         deps = space.deployments
         totals, speed, class_n, rank = self._space_columns()
         ok = (totals >= self.spec.k_min) & (totals <= self.spec.k_max)
@@ -536,11 +570,11 @@ class ModelBased(Policy):
         else:
             safe = np.zeros(len(deps), dtype=bool)
         ok &= (speed > speed[d] + 1e-9) | ((speed < speed[d] - 1e-9) & safe)
-        # the node types in place, unless under overload none of their deployments is expected to meet the bound
-        # (K_max, or a slow type capping the class): a change of type needs new nodes (provisioning), and
-        # hopping between types of about equal value would churn
+        # the node types in place, unless under overload (or, with a trend, at the rate planned for) none of their
+        # deployments is expected to meet the bound (K_max, or a slow type capping the class): a change of type
+        # needs new nodes (provisioning), and hopping between types of about equal value would churn
         same = ok & (deps[:, deps[d] == 0] == 0).all(axis=1)
-        if not overloaded or (same & (self.v_hat[space.cls, level] == 0.0)).any():
+        if not (overloaded or rising) or (same & (self.v_hat[space.cls, level] == 0.0)).any():
             ok = same
         if not ok.any():
             return None

@@ -157,3 +157,50 @@ def test_scale_in_reserve_keeps_tokens_for_scale_outs() -> None:
     assert d.granted
     with pytest.raises(ValueError, match="scale_in_reserve"):
         Arbiter(eta_r=0.1, bucket_capacity=1.5, scale_in_reserve=1.0)
+
+
+def ride(u: int, k: list[int], action: int) -> Request:
+    return Request(u, np.array(k, dtype=np.int64), action, False, 0.5, None, True)
+
+
+def test_a_ride_along_joins_only_a_granted_batch_onto_free_nodes_and_spends_no_token() -> None:
+    arb = Arbiter(eta_r=0.1, bucket_capacity=2.0, k_max=10, node_capacity=[6], node_type_names=["A1"])
+    d = arb.arbitrate([req(0, [2], ADD, violated=True), ride(1, [2], ADD)])
+    assert [x.granted for x in d] == [True, True]
+    assert d[1].reason.startswith("granted: joined the period's reconfiguration")
+    assert arb.bucket.tokens == pytest.approx(1.0)  # one token for the batch, none for the rider
+    assert arb.reconfigurations == 1 and arb.granted_changes == 2
+    # alone, a rider opens no reconfiguration
+    d = arb.arbitrate([req(0, [3], 0), ride(1, [3], ADD)])
+    assert not d[1].granted and d[1].reason == "no change proposed (no batch to join)"
+    assert arb.reconfigurations == 1 and arb.denied_changes == 0
+    # no free node: it does not join (and never "waits for capacity")
+    full = Arbiter(eta_r=0.1, bucket_capacity=2.0, k_max=10, node_capacity=[5], node_type_names=["A1"])
+    d = full.arbitrate([req(0, [2], ADD, violated=True), ride(1, [2], ADD)])
+    assert d[0].granted and not d[1].granted
+    assert d[1].reason == "no change proposed (could not join: no free node)"
+    # K_max, and a change that removes replicas, do not join either
+    d = Arbiter(eta_r=0.1, k_max=2).arbitrate([req(0, [1], ADD, violated=True), ride(1, [2], ADD)])
+    assert not d[1].granted and "K_max" in d[1].reason
+
+
+def test_a_batch_without_violation_waits_for_the_nodes_of_a_batch_mate() -> None:
+    """One token for both instead of one each: the operator that could go now waits for the one whose node is
+    being provisioned, unless someone violates."""
+    add_a1, add_a2 = 3, 4  # two node types: 1-2 remove, 3-4 add
+
+    def arbiter(defer: bool) -> Arbiter:
+        return Arbiter(eta_r=0.1, bucket_capacity=3.0, k_max=10, node_capacity=[3, 2],
+                       node_type_names=["A1", "A2"], defer_for_nodes=defer)  # fmt: skip
+
+    two = [Request(0, np.array([2, 0]), add_a1, False, 0.7), Request(1, np.array([0, 2]), add_a2, False, 0.7)]
+    d = arbiter(True).arbitrate(two)
+    assert not d[0].granted and d[0].reason.startswith(
+        "deferred: to reconfigure together with operator(s) [1]"
+    )
+    assert d[1].reason.startswith("denied: no free node of A2")
+    d = arbiter(False).arbitrate(two)
+    assert d[0].granted and not d[1].granted
+    urgent = [Request(0, np.array([2, 0]), add_a1, True, 0.9), two[1]]
+    d = arbiter(True).arbitrate(urgent)
+    assert d[0].granted, d[0].reason  # a violation ends the wait

@@ -155,3 +155,24 @@ def test_a_waiting_step_keeps_its_target_while_it_still_qualifies() -> None:
     assert best[0] in kept and len(kept) > 1
     policy._waiting_jump = space.deployments[space.lookup(np.array([0, 9, 0]))]  # one action away: not a step
     assert policy._best_jump(d, level, overloaded=True)[0] == best[0]
+
+
+def test_a_ride_along_scales_out_ahead_for_the_budget_wait_without_side_effects() -> None:
+    """When the AM's budget will not allow another reconfiguration for a while, the policy priced with a free
+    reconfiguration (a batch it may join) plans that much further along the trend: it asks for the replica it
+    will need before its own next chance, and asking changes nothing in the policy."""
+    policy = ModelBased(spec(), TREND, seed=1)
+    k = np.array([2, 0, 0])
+    ahead = []
+    for rate in ramp(n_flat=5, n_ramp=60, lo=200.0, hi=800.0):
+        _, proposal = observe(policy, k, rate)
+        before = policy.state_bytes()
+        ride = policy.ride_along(Observation(k.copy(), rate, None, False, 0.5, True, None, 10.0))
+        assert policy.state_bytes() == before
+        if ride is not None:
+            assert (ride.deployment >= k).all() and ride.deployment.sum() > k.sum()
+            assert "ride_along" in ride.explanation
+            if proposal.is_noop:
+                ahead.append(ride.explanation.get("forecast", {}).get("horizon_periods", 0))
+        k = proposal.deployment
+    assert ahead and max(ahead) > policy.lead.periods()
