@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from autoscaler.control.resource_status import decision_summary, with_status
@@ -63,5 +64,6 @@ class HistorySerializer(serializers.Serializer):
     source = serializers.CharField()
     decision = serializers.SerializerMethodField()
 
-    def get_decision(self, row) -> HistoryDecisionSerializer | None:
+    @extend_schema_field(HistoryDecisionSerializer(allow_null=True))
+    def get_decision(self, row) -> dict[str, Any] | None:
         return decision_summary(row.decision)
