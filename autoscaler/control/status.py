@@ -6,7 +6,7 @@
   operator whose engine-reported deployment differs from its status gets the new one, since now, with the tick's
   decision about it and the engine's identifiers (``status_source`` "control").
 
-Every status change appends a ``DeploymentHistory`` row (source "control" with its decision, or "observed" when
+Every status change appends a ``DeploymentHistory`` row (``manifests.record_history``) (source "control" with its decision, or "observed" when
 the engine is first seen running other replicas than declared). Both run inside the tick's transaction.
 """
 
@@ -17,7 +17,8 @@ from typing import Any
 from django.utils import timezone
 
 from autoscaler.control.models import Decision, Tick
-from autoscaler.models import Application, Deployment, DeploymentHistory
+from autoscaler.manifests import record_history
+from autoscaler.models import Application, Deployment
 from connectors.base import ApplyResult, PeriodMetrics
 
 
@@ -104,6 +105,4 @@ def _set_status(
         ]
     )
     if replicas != _positive(known):
-        DeploymentHistory.objects.create(
-            deployment=dep, region=dep.region.name, replicas=replicas, source=source, decision=decision
-        )
+        record_history(dep, source, replicas=replicas, decision=decision)
