@@ -97,7 +97,7 @@ def resource_list(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 def _replicas(replicas: dict[str, int]) -> str:
-    return ", ".join(f"{k}: {v}" for k, v in replicas.items() if v) or "none"
+    return ", ".join(f"{k}: {v}" for k, v in sorted(replicas.items()) if v) or "none"
 
 
 def _running(dep: m.Deployment) -> str:

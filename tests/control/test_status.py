@@ -74,7 +74,7 @@ def test_status_equals_the_engines_deployment_after_a_scaling_action():
         text = StringIO()
         call_command("describe", "deployment", dep.name, "--owner", app.owner.username, stdout=text)
         shown = text.getvalue()
-        running = " ".join(f"{t}x{n}" for t, n in engine[dep.operator.name].items())
+        running = " ".join(f"{t}x{n}" for t, n in sorted(engine[dep.operator.name].items()))
         assert f"{running}" in shown and f"{decision.pk} (slot {decision.slot}, applied)" in shown, shown
 
         # export stays the spec only, and applies back unchanged

@@ -44,7 +44,7 @@ def test_fleet_and_deployment_pages_show_the_running_replicas_and_their_cost():
     decision = Decision.objects.get(operator=dep.operator, slot=slot)
     listing = client.get("/deployments/").content.decode()
     cell = re.search(r'<tr data-name="fl-op0">(.*?)</tr>', listing, re.S).group(1)
-    shown = ", ".join(f"{t}: {n}" for t, n in engine["op0"].items() if n)
+    shown = ", ".join(f"{t}: {n}" for t, n in sorted(engine["op0"].items()) if n)
     assert "declared A1: 1" in cell and f"running {shown}" in cell and f"decision {decision.pk}" in cell
     page = client.get("/deployments/fl-op0/edit/").content.decode()
     assert f'href="/decisions/{decision.pk}/"' in page and f"running {shown}" in page

@@ -17,10 +17,10 @@ HISTORY_SHOWN = 10  # history rows ``describe`` prints, newest first
 
 
 def replicas_text(replicas: dict[str, int] | None) -> str:
-    """``A1x1 A2x2`` (node type x count, zero counts left out); ``-`` for none."""
+    """``A1x1 A2x2`` (node type x count by node-type name, zero counts left out); ``-`` for none."""
     if replicas is None:
         return "-"
-    return " ".join(f"{t}x{n}" for t, n in replicas.items() if n) or "none"
+    return " ".join(f"{t}x{n}" for t, n in sorted(replicas.items()) if n) or "none"
 
 
 def age(since: dt.datetime | None, now: dt.datetime | None = None) -> str:
