@@ -48,7 +48,10 @@ class LastTick(_Strict):
 class ApplicationStatus(_Strict):
     """What the control loop knows of the application."""
 
-    phase: str = Field(description="by the last tick: Pending, Controlled, Applying, NoData, Failing, Missed")
+    phase: str = Field(
+        description="Registered, Paused or Deleted when not running; else Pending before the first tick, then by "
+        "the last tick: Controlled, Deciding, Applying, NoData, Failing, Missed"
+    )
     lastTick: LastTick | None
     lastTickAt: dt.datetime | None
     lastPeriodViolated: bool | None = Field(description="the last observed period violated the SLO")

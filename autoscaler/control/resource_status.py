@@ -77,8 +77,16 @@ def last_period_violated(control: ApplicationControl) -> bool | None:
     return bool(flags[(control.ring_pos - 1) % len(flags)] & VIOLATED)
 
 
+def phase(app: m.Application, tick: Tick | None) -> str:
+    """``Registered``, ``Paused`` or ``Deleted`` while the application is not running (the loop dispatches no
+    tick then); else ``Pending`` before its first tick, and after it by the last tick's status (``PHASES``)."""
+    if app.state != m.Application.State.RUNNING:
+        return str(app.state).capitalize()
+    return "Pending" if tick is None else PHASES.get(tick.status, str(tick.status))
+
+
 def application_status(app: m.Application) -> dict[str, Any]:
-    """What the control loop knows of ``app``: phase (by its last tick), last tick, whether the last observed
+    """What the control loop knows of ``app``: phase (see :func:`phase`), last tick, whether the last observed
     period violated the SLO, counters, and the replicas the engine runs per operator with their cost per hour
     (``costPerHour`` null while no deployment has been observed)."""
     control = ApplicationControl.objects.filter(application=app).first()
@@ -95,7 +103,7 @@ def application_status(app: m.Application) -> dict[str, Any]:
             prices = price_cache.setdefault(dep.region_id, prices_of(dep.region))
             cost = (cost or 0.0) + cost_per_hour(dep.status_replicas, prices)
     return {
-        "phase": "Pending" if tick is None else PHASES.get(tick.status, tick.status),
+        "phase": phase(app, tick),
         "lastTick": None
         if tick is None
         else {

@@ -59,7 +59,7 @@ def test_status_shows_what_runs_and_its_cost_beside_the_declared_spec(alice_api,
     listed = alice_api.get("/api/v1/deployments/").json()
     assert [d["status"]["replicas"] for d in listed] == [{"vm.small": 1, "vm.large": 1}]
     app = alice_api.get("/api/v1/applications/wordcount/").json()["status"]
-    assert app["phase"] == "Pending" and app["lastTick"] is None
+    assert app["phase"] == "Registered" and app["lastTick"] is None  # not running: no tick
     assert app["replicas"] == {"splitter": {"vm.small": 1, "vm.large": 1}}
     assert app["costPerHour"] == pytest.approx(0.025)
 

@@ -147,3 +147,18 @@ def test_engine_ids_are_read_from_the_apply_details():
     assert engine_ids({"job": "f00", "targets": {}}, "op") == {"job": "f00"}
     assert engine_ids({"op": {"generation": 7, "executors": 2}}, "op") == {"generation": 7}
     assert engine_ids({}, "op") == {}
+
+
+def test_the_application_phase_follows_its_state_and_last_tick():
+    from autoscaler.control.resource_status import application_status
+
+    app = simulated_pipeline("phases", n_operators=1, rate_scale=0.01)
+    assert application_status(app)["phase"] == "Pending"  # running, no tick yet
+    run_tick(app.pk, 10)
+    assert application_status(app)["phase"] == "Controlled"
+    SimulatedEngine.objects.filter(application=app).update(faults={"missingSlots": [10]})
+    run_tick(app.pk, 11)  # observes period 10: no data
+    assert application_status(app)["phase"] == "NoData"
+    app.state = "paused"
+    app.save()
+    assert application_status(app)["phase"] == "Paused"

@@ -43,7 +43,7 @@ def test_get_lists_spec_status_and_age(wordcount):
     row = next(line for line in run("get", "deployment").splitlines() if line.startswith(dep.name + " "))
     assert "vm.largex2 vm.smallx1" in row  # by node-type name and "observed" in row
     apps = run("get", "apps")
-    assert "wordcount" in apps and "Pending" in apps
+    assert "wordcount" in apps and "Registered" in apps
 
 
 def test_get_as_yaml_carries_the_status_and_export_does_not(wordcount):
@@ -69,7 +69,7 @@ def test_describe_shows_spec_status_and_history(wordcount):
     history = text.split("History")[1]
     assert "vm.smallx4" in history and "observed" in history and "manifest" in history
     app = run("describe", "application", "wordcount")
-    assert "phase: Pending" in app and "engine: spark" in app and "splitter: null" in app
+    assert "phase: Registered" in app and "engine: spark" in app and "splitter: null" in app
 
 
 @pytest.mark.parametrize(
