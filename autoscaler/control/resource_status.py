@@ -35,8 +35,9 @@ def prices_of(region: m.Region) -> dict[str, float]:
 
 
 def cost_per_hour(replicas: dict[str, int], prices: dict[str, float]) -> float:
-    """Currency per hour of ``replicas`` (node type -> count) at ``prices`` (node type -> currency/h)."""
-    return float(sum(n * prices.get(t, 0.0) for t, n in replicas.items()))
+    """Currency per hour of ``replicas`` (node type -> count) at ``prices`` (node type -> currency/h), rounded to
+    1e-9 (no float noise such as 3.0999999999999996 in answers)."""
+    return round(float(sum(n * prices.get(t, 0.0) for t, n in replicas.items())), 9)
 
 
 def decision_summary(decision: Decision | None) -> dict[str, Any] | None:
@@ -101,7 +102,7 @@ def application_status(app: m.Application) -> dict[str, Any]:
         replicas[dep.operator.name] = None if dep.status_replicas is None else dict(dep.status_replicas)
         if dep.status_replicas is not None:
             prices = price_cache.setdefault(dep.region_id, prices_of(dep.region))
-            cost = (cost or 0.0) + cost_per_hour(dep.status_replicas, prices)
+            cost = round((cost or 0.0) + cost_per_hour(dep.status_replicas, prices), 9)
     return {
         "phase": phase(app, tick),
         "lastTick": None
