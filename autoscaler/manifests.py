@@ -351,10 +351,21 @@ def _write_deployment(name: str, spec: DeploymentSpec, obj: m.Deployment | None,
     return obj
 
 
-def record_history(dep: m.Deployment, source: str) -> m.DeploymentHistory:
-    """Append the deployment's current replicas to its history (``source``: who made the change)."""
+def record_history(
+    dep: m.Deployment,
+    source: str,
+    replicas: dict[str, int] | None = None,
+    decision: Any = None,
+) -> m.DeploymentHistory:
+    """Append a change to the deployment's history: ``source`` "manifest" (its declared replicas were applied),
+    "control" (the loop applied ``decision``, a ``control.Decision``) or "observed" (the engine first seen);
+    ``replicas``: what changed to (default: the declared replicas)."""
     return m.DeploymentHistory.objects.create(
-        deployment=dep, region=dep.region.name, replicas=dict(dep.replicas), source=source
+        deployment=dep,
+        region=dep.region.name,
+        replicas=dict(dep.replicas if replicas is None else replicas),
+        source=source,
+        decision=decision,
     )
 
 

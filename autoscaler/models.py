@@ -164,13 +164,44 @@ class Stream(models.Model):
 
 
 class Deployment(Timestamped):
-    """Replicas per node type (the vector k) of one operator in one region; one deployment per operator."""
+    """Replicas per node type (the vector k) of one operator in one region; one deployment per operator.
+
+    ``replicas`` is the declared spec (written only by manifests); the ``status_*`` fields are what the engine
+    runs, written by the control loop (``autoscaler.control.status``) after a verified apply and on the first
+    observation. ``status_replicas`` is None until the loop has seen the engine."""
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="deployments")
     name = models.CharField(max_length=63)
     operator = models.OneToOneField(Operator, on_delete=models.CASCADE, related_name="deployment")
     region = models.ForeignKey(Region, on_delete=models.PROTECT, related_name="deployments")
-    replicas = models.JSONField(help_text="node-type name -> number of replicas")
+    replicas = models.JSONField(help_text="spec: node-type name -> number of replicas")
+    status_replicas = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="status: node-type name -> replicas the engine runs (None: not seen yet)",
+    )
+    status_since = models.DateTimeField(
+        null=True, blank=True, help_text="status: when the loop applied or first saw them"
+    )
+    status_source = models.CharField(
+        max_length=32,
+        blank=True,
+        default="",
+        help_text="status: 'control' (an apply) or 'observed' (first seen)",
+    )
+    status_decision = models.ForeignKey(
+        "control.Decision",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="status: the control decision whose apply brought them",
+    )
+    status_engine_ids = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="status: the engine's identifiers (Flink job id, Spark generation)",
+    )
 
     class Meta:
         ordering = ["owner", "name"]
@@ -181,17 +212,33 @@ class Deployment(Timestamped):
 
     @property
     def total_replicas(self) -> int:
+        """Declared replicas (spec)."""
         return sum(self.replicas.values())
+
+    @property
+    def running_replicas(self) -> dict[str, int]:
+        """Replicas the engine runs (status), or the declared ones (spec) while the loop has not seen it."""
+        return dict(self.status_replicas if self.status_replicas is not None else self.replicas)
 
 
 class DeploymentHistory(models.Model):
-    """One past value of a deployment's replicas, appended on every change (``source``: who changed it)."""
+    """One value of a deployment's replicas, appended on every change: ``source`` "manifest" (the spec was
+    applied), "control" (the loop applied a decision: ``decision``) or "observed" (the engine first seen running
+    other replicas than declared)."""
 
     deployment = models.ForeignKey(Deployment, on_delete=models.CASCADE, related_name="history")
     changed_at = models.DateTimeField(auto_now_add=True)
     region = models.CharField(max_length=63)
     replicas = models.JSONField()
-    source = models.CharField(max_length=32, default="manifest")
+    source = models.CharField(max_length=32, default="manifest", help_text="manifest, control or observed")
+    decision = models.ForeignKey(
+        "control.Decision",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="the control decision whose apply made the change (source 'control')",
+    )
 
     class Meta:
         ordering = ["deployment", "-changed_at", "-id"]

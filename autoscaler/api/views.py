@@ -21,7 +21,8 @@ from autoscaler.schemas.documents import MANIFEST_MODELS, MANIFEST_RESPONSE_MODE
 from .errors import errors_response
 from .openapi import ERRORS  # noqa: F401  (re-exported: ingest documents its errors with it)
 from .params import ValidatedQueryMixin
-from .serializers import HistorySerializer, ManifestSerializer
+from .serializers import HistorySerializer, ManifestSerializer, without_read_only
+from .status_schemas import RESOURCE_MODELS
 
 
 class StaffWritesShared(permissions.BasePermission):
@@ -65,7 +66,7 @@ class ManifestViewSet(ValidatedQueryMixin, viewsets.ViewSet):
         return self._represent(self.get_object(name))
 
     def create(self, request: Request) -> Response:
-        doc = request.data
+        doc = without_read_only(request.data, self.kind)  # a "status" is the control plane's: ignored
         name = (
             doc.get("metadata", {}).get("name")
             if isinstance(doc, dict) and isinstance(doc.get("metadata"), dict)
@@ -81,7 +82,10 @@ class ManifestViewSet(ValidatedQueryMixin, viewsets.ViewSet):
 
     def update(self, request: Request, name: str) -> Response:
         (result,) = manifests.apply_documents(
-            [request.data], request.user, expected_kind=self.kind, expected_name=name
+            [without_read_only(request.data, self.kind)],
+            request.user,
+            expected_kind=self.kind,
+            expected_name=name,
         )
         return self._represent(
             result.obj,
@@ -98,7 +102,8 @@ class ManifestViewSet(ValidatedQueryMixin, viewsets.ViewSet):
 def _documented(kind: str):
     """Attach the kind's pydantic manifest models to the OpenAPI description of a viewset (error statuses are
     added to every operation by ``autoscaler.api.openapi.document_error_responses``)."""
-    request, response = MANIFEST_MODELS[kind], MANIFEST_RESPONSE_MODELS[kind]
+    request = MANIFEST_MODELS[kind]
+    response = RESOURCE_MODELS.get(kind, MANIFEST_RESPONSE_MODELS[kind])  # with a read-only status
     return extend_schema_view(
         list=extend_schema(responses={200: response}),  # a list action: an array of them
         retrieve=extend_schema(responses={200: response}),
@@ -164,6 +169,7 @@ class ApplyView(ValidatedQueryMixin, APIView):
             ]
             if shared:
                 return errors_response(shared, status.HTTP_403_FORBIDDEN)
+        docs = [without_read_only(doc) for doc in docs]  # the status of applications and deployments: ignored
         results = manifests.apply_documents(docs, request.user)  # one transaction, all or nothing
         warnings = [f"{r.kind.lower()}/{r.name}: {w}" for r in results for w in r.warnings]
         return Response(

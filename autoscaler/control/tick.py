@@ -34,6 +34,7 @@ from django.utils import timezone
 
 from autoscaler.control import aggregates, consolidation
 from autoscaler.control import capacity as region_capacity
+from autoscaler.control import status as deployment_status
 from autoscaler.control.models import (
     AGENT_STATE_FORMAT,
     AgentState,
@@ -203,6 +204,7 @@ def _decide(
             control.am_config_version += 1
         period = Period(slot - 1, (slot - 1) * period_s, slot * period_s)
         metrics = connector.monitor.collect(period)
+        deployment_status.observe(app, metrics)  # a deployment's status: the engine's, once first seen
         tick.metrics = finite(metrics.to_dict())
         tick.decided_at = timezone.now()
         missing, cause = _missing_reason(metrics, topo)
@@ -810,6 +812,7 @@ def _record_apply(app: Application, tick_id: int, result: ApplyResult, started: 
                 "details": result.details,
             }
         )
+        deployment_status.record_apply(app, tick, result)  # the deployments' status: what the engine runs now
         tick.finished_at = now
         tick.latency_s = time.time() - started
         memory = dict(control.operator_memory or {})

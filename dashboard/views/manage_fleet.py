@@ -1,5 +1,8 @@
 """Fleet overview (``/``): each of the user's applications with status, cost per hour, violation and
-reconfiguration fractions against budget and the last decision; start and pause buttons."""
+reconfiguration fractions against budget and the last decision; start and pause buttons.
+
+Cost per hour and replicas are those the engine runs (the deployments' status written by the control loop); a
+deployment not observed yet is counted at its declared replicas and the row says so."""
 
 from __future__ import annotations
 
@@ -20,7 +23,13 @@ from autoscaler.control.aggregates import summary
 from autoscaler.control.models import ApplicationControl, Decision
 from autoscaler.schemas import ManifestError
 
-from .manage_status import budget_status, deployed_cost_per_hour, node_type_prices, window_fractions
+from .manage_status import (
+    budget_status,
+    deployed_cost_per_hour,
+    node_type_prices,
+    unobserved,
+    window_fractions,
+)
 
 
 def optional_url(name: str, *args: object) -> str | None:
@@ -69,11 +78,13 @@ def fleet_rows(user) -> list[dict[str, Any]]:
             control.application = app
         viol, reconf, observed_cost = window_fractions(summary(control) if control else None)
         decision = last.get(app.id)
+        deps = deployments.get(app.id, [])
         violations, reconfigurations = budget_status(viol, app.eta_v), budget_status(reconf, app.eta_r)
         rows.append(
             {
                 "app": app,
-                "cost_per_hour": deployed_cost_per_hour(deployments.get(app.id, []), prices),
+                "cost_per_hour": deployed_cost_per_hour(deps, prices),  # of what the engine runs
+                "declared_only": unobserved(deps),  # deployments priced at their spec: not observed yet
                 "observed_cost_per_hour": observed_cost,
                 "violations": violations,
                 "reconfigurations": reconfigurations,
@@ -83,7 +94,7 @@ def fleet_rows(user) -> list[dict[str, Any]]:
                 "decision_url": decision_url(decision.id) if decision else None,
                 "dashboard_url": dashboard_url.replace("@@app@@", app.name) if dashboard_url else None,
                 "edit_url": edit_url.replace("@@app@@", app.name),
-                "replicas": sum(d.total_replicas for d in deployments.get(app.id, [])),
+                "replicas": sum(sum(d.running_replicas.values()) for d in deps),
             }
         )
     return rows

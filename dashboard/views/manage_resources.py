@@ -83,7 +83,8 @@ def resource_list(request: HttpRequest, slug: str) -> HttpResponse:
                 [
                     f"{o.operator.application.name} / {o.operator.name}",
                     f"region {o.region.name}",
-                    ", ".join(f"{k}: {v}" for k, v in o.replicas.items()),
+                    "declared " + _replicas(o.replicas),
+                    _running(o),
                 ],
             )
             for o in objects
@@ -93,6 +94,19 @@ def resource_list(request: HttpRequest, slug: str) -> HttpResponse:
         "dashboard/manage/resource_list.html",
         {"page": page, "rows": rows, "can_write": _can_write(request, page), "nav_active": page.slug + "s"},
     )
+
+
+def _replicas(replicas: dict[str, int]) -> str:
+    return ", ".join(f"{k}: {v}" for k, v in sorted(replicas.items()) if v) or "none"
+
+
+def _running(dep: m.Deployment) -> str:
+    """What the engine runs (the deployment's status), with since when and the decision that caused it."""
+    if dep.status_replicas is None:
+        return "running: not observed yet"
+    why = f"decision {dep.status_decision_id}" if dep.status_decision_id else dep.status_source or "observed"
+    since = dep.status_since.strftime("%Y-%m-%d %H:%M:%S") if dep.status_since else "?"
+    return f"running {_replicas(dep.status_replicas)} (since {since} UTC, {why})"
 
 
 @login_required
@@ -138,7 +152,8 @@ def resource_form(request: HttpRequest, slug: str, name: str | None = None) -> H
             "obj": obj,
             "can_write": _can_write(request, page),
             "nav_active": slug + "s",
-            "history": obj.history.all()[:20] if isinstance(obj, m.Deployment) else None,
+            "history": obj.history.select_related("decision")[:20] if isinstance(obj, m.Deployment) else None,
+            "running": _running(obj) if isinstance(obj, m.Deployment) else None,
             "node_counts": _node_counts(obj) if isinstance(obj, m.Region) else None,
             "has_errors": status == 400,
         },

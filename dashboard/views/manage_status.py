@@ -44,14 +44,20 @@ def budget_status(value: float | None, budget: float) -> Budget:
 
 
 def deployed_cost_per_hour(deployments: list[m.Deployment], prices: dict[tuple[int, str], float]) -> float:
-    """Cost per hour (currency/h) of the replicas deployed now: sum of replicas x price of their node type.
+    """Cost per hour (currency/h) of the replicas the engines run now (each deployment's status; its declared
+    replicas while the control loop has not observed it): sum of replicas x price of their node type.
 
     ``prices``: (catalog id, node-type name) -> price per hour."""
     total = 0.0
     for dep in deployments:
-        for node_type, count in dep.replicas.items():
+        for node_type, count in dep.running_replicas.items():
             total += count * prices.get((dep.region.catalog_id, node_type), 0.0)
     return total
+
+
+def unobserved(deployments: list[m.Deployment]) -> int:
+    """How many of ``deployments`` the control loop has not observed yet (their cost is the declared one)."""
+    return sum(dep.status_replicas is None for dep in deployments)
 
 
 def node_type_prices() -> dict[tuple[int, str], float]:

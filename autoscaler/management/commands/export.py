@@ -1,4 +1,6 @@
-"""``manage.py export KIND [NAME]``: print manifests that ``apply`` accepts back unchanged."""
+"""``manage.py export KIND [NAME]``: print manifests that ``apply`` accepts back unchanged.
+
+The spec only: the status the control loop observes is shown by ``get`` and ``describe``."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from ._common import add_owner_argument, fail, resolve_owner
 
 
 class Command(BaseCommand):
-    help = "Print the manifest of one resource, or of every resource of a kind when NAME is left out."
+    help = "Print the manifest (spec only) of one resource, or of every resource of a kind when NAME is left out."
 
     def add_arguments(self, parser) -> None:
         parser.add_argument(
