@@ -130,3 +130,22 @@ def test_dp_still_names_the_discounted_policy():
     a = run_paper(trace, "dp", "A", 3, 10).summary()["avg_cost"]
     b = run_paper(trace, "dp-discounted", "A", 3, 10).summary()["avg_cost"]
     assert a == b
+
+
+def test_paper_tables_report_every_policy_against_the_clairvoyant_bound(taxi_head, tmp_path, capsys):
+    from policies import bench
+
+    out = tmp_path / "bench.md"
+    argv = ["paper-tables", "--trace", str(taxi_head), "--steps", "800", "--seeds", "1", "--jobs", "1"]
+    argv += ["--policies", "threshold,hpa,dp,dp-average,clairvoyant", "--node-types", "3", "--k-max", "10"]
+    assert bench.main([*argv, "--output", str(out)]) == 0
+    text = out.read_text()
+    block = text.split("#### Ratio to the clairvoyant bound")[1].split("####")[0]
+    rows = {r.split("|")[1].strip(): r.split("|")[2:-1] for r in block.splitlines() if r.startswith("| ")}
+    assert set(rows) >= {"bound (avg. cost)", "threshold", "hpa", "dp-discounted", "dp-average"}
+    assert "dp" not in rows  # the old name runs as dp-discounted
+    bound_a, bound_b = (float(x) for x in rows["bound (avg. cost)"])
+    assert 0.0 < bound_b < bound_a
+    for name in ("threshold", "hpa", "dp-discounted", "dp-average"):
+        ratios = [float(x.strip().rstrip("x")) for x in rows[name]]
+        assert len(ratios) == 2 and min(ratios) >= 1.0, (name, ratios)
