@@ -13,7 +13,9 @@ Policy names may carry a node-type choice for the DS2 and HPA baselines (``hpa:f
 blocks: N_res; one table per K_max) with our values beside the published ones
 (``shared/reference/paper_om_tables.csv``), plus a fidelity block against the authors' simulator on infrastructure
 A, 3 node types, K_max 10 (``shared/design/paper-benchmark.md``). Random policies are averaged over ``--seeds``
-seeds; deterministic ones (rule-based, ``dp``) run once. Policies whose class cannot be imported are reported as
+seeds; deterministic ones (rule-based, ``dp-discounted``, ``dp-average``, ``clairvoyant``) run once. Every
+policy's ratio to the clairvoyant bound (``clairvoyant``, measured in the same run) is printed in a block of its
+own. Policies whose class cannot be imported are reported as
 "not available". Each benchmark writes its own section of ``docs/benchmarks.md`` (or ``--output``) and prints it.
 """
 
@@ -32,7 +34,7 @@ import numpy as np
 from policies.benchdoc import DEFAULT_PATH, write_section
 from policies.om.rules import NODE_CHOICES
 from policies.paths import reference_csv, taxi_trace
-from policies.registry import OM_POLICIES, load
+from policies.registry import OM_POLICIES, canonical, load
 
 DEFAULT_TRACE = taxi_trace()
 REFERENCE_CSV = reference_csv("paper_om_tables.csv")
@@ -59,10 +61,14 @@ TABLE_ORDER = (
     "dql-pds",
     "dql-pds-plus",
     "model-based",
-    "dp",
     "ds2",
     "hpa",
+    "dp-discounted",
+    "dp-average",
+    "clairvoyant",
 )
+#: the reference every policy's average cost is divided by (issue 24 item 2): no online policy can go below it
+BOUND = "clairvoyant"
 #: the authors' simulator on the full Taxi trace, infrastructure A, 3 node types, K_max 10
 #: (shared/design/paper-benchmark.md): policy -> (avg cost, wall seconds on a 2-core machine)
 REFERENCE_FIDELITY = {
@@ -118,6 +124,9 @@ def _policy_list(text: str | None) -> list[str]:
         ]
         return names + [v for v in DEFAULT_VARIANTS if split_variant(v)[0] in OM_POLICIES]
     names = [x.strip() for x in text.split(",") if x.strip()]
+    names = [
+        canonical("om", n.partition(":")[0]) + (":" + n.partition(":")[2] if ":" in n else "") for n in names
+    ]
     for n in names:
         base, params = split_variant(n)
         if base not in OM_POLICIES:
@@ -336,6 +345,44 @@ def render_deviations(
     return f"Cells more than {tolerance:.0%} away from the published average cost:\n\n" + "\n".join(lines)
 
 
+def render_bound_ratios(
+    cells: dict[Cell, dict[str, Any]],
+    policies: list[str],
+    infras: list[str],
+    node_types: list[int],
+    k_maxes: list[int],
+) -> str:
+    """Every policy's average cost divided by the clairvoyant bound of the same trace, infrastructure, N_res and
+    K_max, measured in the same run (1.00 = as cheap as a controller knowing every future rate)."""
+    cols = [(k, n, i) for k in k_maxes for n in node_types for i in infras]
+    bounds = {c: cells.get((BOUND, c[2], c[1], c[0], "policy"), {}) for c in cols}
+    lines = [
+        f"#### Ratio to the clairvoyant bound (`{BOUND}`: backward dynamic programming over the actual trace, the "
+        "cheapest one-replica-per-step action sequence from one type-0 replica; no online policy can go below it)\n",
+        "| Policy | " + " | ".join(f"K_max {k}, N_res {n}, {i}" for k, n, i in cols) + " |",
+        "|---|" + "---|" * len(cols),
+        "| bound (avg. cost) | "
+        + " | ".join(f"{b['avg_cost']:.4f}" if "avg_cost" in b else "n/a" for b in bounds.values())
+        + " |",
+    ]
+    for name in policies:
+        if name == BOUND:
+            continue
+        row = []
+        for c in cols:
+            cell, bound = cells.get((name, c[2], c[1], c[0], "policy"), {}), bounds[c]
+            if "avg_cost" in cell and bound.get("avg_cost", 0.0) > 0.0:
+                row.append(f"{cell['avg_cost'] / bound['avg_cost']:.2f}x")
+            else:
+                row.append("")
+        lines.append(f"| {name} | " + " | ".join(row) + " |")
+    missing = [c for c, b in bounds.items() if "avg_cost" not in b]
+    if missing:
+        why = bounds[missing[0]].get("error", "not run")
+        lines.append(f"\n(n/a: the bound was not computed: {why[:140]})")
+    return "\n".join(lines)
+
+
 def render_fidelity(cells: dict[Cell, dict[str, Any]], full_steps: bool, jobs: int = 1) -> str:
     """Our values against the authors' simulator (infrastructure A, 3 node types, K_max 10, Taxi trace).
 
@@ -403,11 +450,13 @@ def paper_tables(argv: list[str]) -> int:
     trace_name = Path(args.trace).stem
     body = [
         f"Trace `{trace_name}` ({n_steps} steps), paper mode (`shared/design/paper-benchmark.md`); random policies: "
-        f"mean over {args.seeds} seed(s), deterministic ones (rule-based, dp) one run; {args.jobs} parallel job(s); "
+        f"mean over {args.seeds} seed(s), deterministic ones (rule-based, dp-*, clairvoyant) one run; {args.jobs} parallel job(s); "
         f"total {elapsed:.0f} s. Published values of paper 001 (Tables 2-5) in brackets where they exist.\n",
         render_tables(
             cells, unavailable, policies, infras, node_types, k_maxes, trace_name, load_reference()
         ),
+        render_bound_ratios(cells, policies, infras, node_types, k_maxes) if BOUND in policies else "",
+        "",
         render_fidelity(cells, full_steps=n_steps == full_len and trace_name == "taxi", jobs=args.jobs),
         "",
         render_deviations(cells, load_reference(), trace_name),

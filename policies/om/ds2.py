@@ -33,7 +33,9 @@ class DS2(RuleBasedPolicy):
         "target_utilisation": 0.7,  # Flink autoscaler's default target utilisation
         "scale_down_delay_s": 3600.0,  # s that desired < k must hold before a removal (Flink autoscaler: 1 h)
         "period_s": 60.0,  # control period, seconds (one trace step)
-        "node_type": "cheapest",  # cheapest | fastest | price-performance | first
+        # cheapest | fastest | price-performance | first; price-performance: the cheapest type on a heterogeneous
+        # catalogue (infrastructure B's speedup-0.05 type) cannot carry the load: 100 % violations (issue 24)
+        "node_type": "price-performance",
     }
 
     @classmethod

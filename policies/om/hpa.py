@@ -33,7 +33,9 @@ class HPA(RuleBasedPolicy):
         "tolerance": 0.1,  # HPA --horizontal-pod-autoscaler-tolerance default
         "stabilisation_s": 300.0,  # HPA scale-down stabilisation window default (5 minutes)
         "period_s": 60.0,  # control period, seconds (one trace step)
-        "node_type": "cheapest",  # cheapest | fastest | price-performance | first
+        # cheapest | fastest | price-performance | first; price-performance: the cheapest type on a heterogeneous
+        # catalogue (infrastructure B's speedup-0.05 type) cannot carry the load: 100 % violations (issue 24)
+        "node_type": "price-performance",
     }
 
     @classmethod

@@ -24,7 +24,9 @@ def choose_node_type(spec: OperatorSpec, choice: str) -> int:
     """Index of the node type a rule-based policy scales with.
 
     ``cheapest``: lowest price; ``fastest``: largest speedup; ``price-performance``: largest speedup per unit of
-    price; ``first``: type 0. Ties go to the lowest index (the order of ``spec.node_types``).
+    price among the types whose ``K_max`` replicas can carry the top of the spec's rate range (tuples/s) under its
+    model (:func:`sufficient_types`; all types when the spec gives no range or no model); ``first``: type 0.
+    Ties go to the lowest index (the order of ``spec.node_types``).
     """
     if choice == "first":
         return 0
@@ -37,8 +39,30 @@ def choose_node_type(spec: OperatorSpec, choice: str) -> int:
     if choice == "price-performance":
         with np.errstate(divide="ignore"):
             ratio = np.where(price > 0, speed / np.where(price > 0, price, 1.0), np.inf)
+        ratio = np.where(sufficient_types(spec), ratio, -np.inf)
         return int(np.argmax(ratio))
     raise ValueError(f"node_type must be one of {', '.join(NODE_CHOICES)}, got {choice!r}")
+
+
+def sufficient_types(spec: OperatorSpec) -> np.ndarray:
+    """Boolean mask of the node types whose ``K_max`` replicas (alone) can sustain the top of the spec's rate range
+    (``rate_levels.max_rate``, tuples/s) under the spec's model. Without a fixed range (learned or growing) or a
+    given model
+    (``model_mode`` other than "given") nothing is known: every type. If no type suffices: only the fastest (the
+    closest to sufficient), so a cheap slow type (speedup 0.05 on infrastructure B2) is never the default choice of
+    a load it cannot carry."""
+    n = spec.n_res
+    if spec.rate_levels is None or spec.rate_levels.grow or spec.model_mode != "given":
+        return np.ones(n, dtype=bool)
+    top = spec.rate_levels.max_rate
+    ok = np.zeros(n, dtype=bool)
+    for t in range(n):
+        k = np.zeros(n, dtype=np.int64)
+        k[t] = spec.k_max
+        ok[t] = spec.model.capacity(k, spec.speedups) >= top
+    if not ok.any():
+        ok[int(np.argmax(spec.speedups))] = True
+    return ok
 
 
 def removal_type(k: np.ndarray, speedups: np.ndarray, preferred: int) -> int:

@@ -111,14 +111,18 @@ def run_paper(
     start: str = "policy",
     mu: float = PAPER_MU,
     calibrate: bool = False,
+    spec: OperatorSpec | None = None,
 ) -> SimResult:
     """One paper-mode run of ``policy_name`` over ``trace`` (tuples/s per step). The policy's random choices
     are all drawn from its generator seeded with ``seed``; the simulator itself draws none. Offline policies
     (those with a ``set_trace`` method, i.e. ``dp``) are given the trace unless ``params`` name a trace file.
     ``start``: see :func:`initial_deployment`. ``mu``: service rate on a speedup-1 node (tuples/s).
     ``calibrate``: the policy sees the :func:`self_calibrating` spec (learned rate range and model) instead of
-    the paper's given range (30 levels up to 650 tuples/s) and true model."""
-    spec = paper_spec(infra, n_res, k_max, weights, mu=mu)
+    the paper's given range (30 levels up to 650 tuples/s) and true model. ``spec``: the operator to simulate
+    instead of the paper's (a user's catalogue, bound, rate levels, gamma: ``policies.simulate``); ``infra``,
+    ``n_res`` and ``k_max`` then only label the result."""
+    if spec is None:
+        spec = paper_spec(infra, n_res, k_max, weights, mu=mu)
     policy = build_policy(policy_name, self_calibrating(spec) if calibrate else spec, params, seed)
     trace = np.asarray(trace, dtype=float)[:steps]
     set_trace = getattr(policy, "set_trace", None)

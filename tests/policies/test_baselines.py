@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -58,8 +60,11 @@ def test_node_type_choices():
     assert choose_node_type(a3, "first") == 0
     # price = speedup on A: every type has speedup/price 1, ties go to the lowest index
     assert choose_node_type(a3, "price-performance") == 0
-    # B2: price = speedup^1.5, so speedup/price = speedup^-0.5 is largest on the slowest type (0.05)
-    assert choose_node_type(b2, "price-performance") == 1
+    # B2: price = speedup^1.5, so speedup/price = speedup^-0.5 is largest on the slowest type (0.05), but 10 replicas
+    # of it carry 90 tuples/s, below the range's 650: the best type that can carry the range is type 0
+    assert choose_node_type(b2, "price-performance") == 0
+    # without a range (learned) nothing says the slow type is too small: speedup per price alone
+    assert choose_node_type(replace(b2, rate_levels=None), "price-performance") == 1
     assert ThresholdCheapest(a3).initial_type() == 1
     assert ThresholdFastest(a3).initial_type() == 2
     assert ThresholdFirst(a3).initial_type() == 0
@@ -130,7 +135,7 @@ def test_ds2_desired_parallelism(spec_a3):
     assert pol.desired_replicas(3, 0.7) == 3  # exactly at the target: no rounding up through float noise
     assert pol.desired_replicas(3, 0.71) == 4
     assert pol.desired_replicas(3, 0.0) == 1
-    assert pol.step(_obs([1, 0, 0], 0.9)).action == 1 + 3 + 1  # adds the cheapest type (A: 0.7)
+    assert pol.step(_obs([1, 0, 0], 0.9)).action == 1 + 3 + 0  # adds the price-performance type (A: type 0)
 
 
 @pytest.mark.parametrize("name", ["ds2", "hpa"])
@@ -198,3 +203,15 @@ def test_broken_utilisation_measurement_does_not_scale(spec_a3, name, u):
     prop = pol.step(_obs([4, 0, 0], u))
     assert prop.action == 0
     assert prop.explanation["rule"]["desired_replicas"] == 4
+
+
+@pytest.mark.parametrize("name", ["ds2", "hpa"])
+def test_rate_rules_default_to_price_performance_on_infrastructure_b(name):
+    """Issue 24 item 4: the cheapest type of infrastructure B (speedup 0.05) cannot carry the load, so the old
+    default violated in every period; the default now scales a type that can (and violates rarely)."""
+    trace = np.concatenate([np.linspace(50.0, 600.0, 150), np.linspace(600.0, 50.0, 150)])
+    res = run_paper(trace, name, "B", 3, 10)
+    assert res.deployment[:, 1].max() == 0  # never the speedup-0.05 type
+    assert res.summary()["violations_pct"] < 10.0
+    cheapest = run_paper(trace, name, "B", 3, 10, params={"node_type": "cheapest"}).summary()
+    assert cheapest["violations_pct"] == 100.0

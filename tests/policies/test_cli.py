@@ -67,6 +67,11 @@ def test_simulate_json_has_exactly_the_documented_keys(python, taxi_head):
         "calibrate",
         "rate_range_tuples_s",
         "rerangings",
+        "mu",
+        "r_max_s",
+        "gamma",
+        "rate_levels",
+        "steps_above_range",
     }
     assert rec["calibrate"] is False and rec["rate_range_tuples_s"] == 650.0 and rec["rerangings"] == 0
     assert (rec["policy"], rec["infra"], rec["node_types"], rec["k_max"], rec["steps"], rec["seed"]) == (

@@ -43,7 +43,7 @@ def test_trace_path_parameter_reads_the_trace(taxi_head) -> None:
 
 def test_without_a_model_it_says_so() -> None:
     dp = OfflineOptimum(paper_spec("A", 3, 10))
-    with pytest.raises(ValueError, match="dp: no model"):
+    with pytest.raises(ValueError, match="dp-discounted: no model"):
         dp.act(np.array([1, 0, 0]), 100.0, False)
 
 
