@@ -33,7 +33,7 @@ def validate(app: Application, data: dict[str, Any]) -> tuple[dict[str, Any], li
     current, current_params = policy_choice(app, "om", DEFAULT_OM_POLICY)
     out: dict[str, Any] = {}
     policy = (data.get("policy") or current).strip()
-    if policy not in registry.OM_POLICIES or policy == "dp":
+    if policy not in registry.OM_POLICIES or policy in registry.OFFLINE_OM:
         errors.append({"loc": "policy", "msg": f"unknown or offline-only OM policy {policy!r}"})
     out["policy"] = policy
     params = data.get("params")

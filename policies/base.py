@@ -377,13 +377,6 @@ class Policy(ABC):
             }
         return Proposal(action, self.target_of(k, action), explanation)
 
-    def ride_along(self, obs: Observation) -> Proposal | None:
-        """A scale-out worth making if a reconfiguration cost nothing now (the AM's ``ride_along``: this period
-        already reconfigures the application), after :meth:`step` proposed no change for ``obs``; None when the
-        policy would still change nothing, or cannot tell. Side-effect free: when the AM grants it, the caller
-        records it with :meth:`override_last_action`. The default: None."""
-        return None
-
     def explanation_extras(self) -> dict[str, Any]:
         """Policy-specific entries of this step's explanation (e.g. a forecast); none by default."""
         return {}

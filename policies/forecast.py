@@ -88,7 +88,10 @@ class LeadTime:
         return max(self.samples, default=1)
 
     def state(self) -> dict[str, Any]:
-        return {"samples": list(self.samples), "pending": None if self.pending is None else list(self.pending)}
+        return {
+            "samples": list(self.samples),
+            "pending": None if self.pending is None else list(self.pending),
+        }
 
     def load(self, state: dict[str, Any] | None) -> None:
         self.samples.clear()

@@ -164,10 +164,6 @@ OPTIONS: tuple[Option, ...] = (
     _o("batching", L, AM_NAMES, "bool", True, "",
        "All changes granted in one period form one reconfiguration (one restart, one token).",
        "bench am: changes of one period batched"),
-    _o("ride_along", L, AM_NAMES, "bool", True, "",
-       "In a period whose batch is granted, an operator that proposed nothing may join it with the scale-out its "
-       "OM would make if a reconfiguration cost nothing (free nodes only, never waiting): no extra token.",
-       "bench_loop: the ramp's operators scaled out in separate periods and ran out of tokens"),
     _o("defer_for_nodes", L, AM_NAMES, "bool", True, "",
        "Defer a period's changes when no operator violated its bound while another operator's scale-out waits for "
        "nodes: they reconfigure together once the nodes are ready (one token instead of one each).",

@@ -381,8 +381,7 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
     violated_any = False
     waiting: dict[int, tuple[int, str, int, str]] = {}  # operator id -> (region id, node type, slots, reason)
     changes: list[np.ndarray] = []  # replicas each proposal adds (> 0) or removes (< 0) per node type
-    rides: dict[int, Any] = {}  # operator index -> the ride-along Proposal of an OM that proposed no change
-    next_own = _periods_to_next_token(control, app.eta_r, am_options["bucket_capacity"])
+    budget_wait = _periods_to_next_token(control, app.eta_r, am_options["bucket_capacity"])
     cost_total = 0.0
     decisions: list[Decision] = []
     for i, op in enumerate(topo.operators):
@@ -393,7 +392,7 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
         violated = rt is None or not np.isfinite(rt) or rt > policy.spec.r_max_s
         violated_any = violated_any or violated
         obs = Observation(
-            k, float(m.input_rate), rt, violated, m.utilisation, True, m.processing_rate, next_own
+            k, float(m.input_rate), rt, violated, m.utilisation, True, m.processing_rate, budget_wait
         )
         proposal = policy.step(obs)
         policies.append(policy)
@@ -415,15 +414,6 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
             float(m.utilisation or 0.0),
             proposal.deployment if jump else None,
         )
-        if proposal.action == 0 and am_options["ride_along"]:
-            ride = policy.ride_along(obs)
-            ride_change = None if ride is None else ride.deployment - k
-            mem = memory.get(op.name, {})
-            if ride is not None and not _rail_reason(rails, when, now_s, mem, ride.action, ride_change, m):
-                rides[i] = ride
-                changes[i] = ride_change
-                target = ride.deployment if ride.action == JUMP else None
-                request = Request(i, k, ride.action, violated, float(m.utilisation or 0.0), target, True)
         requests.append(request)
         cost = float(np.dot(k, topo.prices_per_hour)) * period_s / 3600.0
         cost_total += cost
@@ -486,11 +476,6 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
     for i, (op, policy, proposal, decision, am) in enumerate(
         zip(topo.operators, policies, proposals, decisions, granted, strict=True)
     ):
-        if i in rides and am.granted:  # joined the period's reconfiguration: the ride-along is the proposal
-            ride = rides[i]
-            ride.explanation = {**proposal.explanation, **ride.explanation}
-            proposal = proposals[i] = ride
-            policy.override_last_action(proposal.action)
         explanation = finite(proposal.explanation)
         decision.proposal = {
             "action": int(proposal.action),
@@ -502,9 +487,7 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
         else:
             decision.granted = proposal.action != 0 and am.granted
             decision.reason = am.reason
-            if i in rides and not am.granted:
-                pass  # a ride-along not taken: the OM proposed no change, nothing waits
-            elif not decision.granted and am.reason.startswith(NO_CAPACITY):
+            if not decision.granted and am.reason.startswith(NO_CAPACITY):
                 region = op.deployment.region
                 decision.reason = (
                     f"waiting for capacity in region {region.name}: {am.reason.removeprefix('denied: ')}"
@@ -627,7 +610,7 @@ NO_CAPACITY = "denied: no free node of"  # the arbiter's reason when a node type
 
 def _periods_to_next_token(control: ApplicationControl, eta_r: float, capacity: float) -> float:
     """Periods until the token bucket holds a token again once a batch spends one this period (0 when one is
-    left): how long an operator that does not join this period's reconfiguration waits for its own."""
+    left): how far ahead a change made now must carry an operator (``Observation.budget_wait_periods``)."""
     tokens = capacity if control.bucket_tokens is None else float(control.bucket_tokens)
     left = min(tokens + eta_r, capacity) - 1.0
     if left >= 1.0:

@@ -69,7 +69,7 @@ def whatif_page(request, name: str):
         "dashboard/monitor/whatif.html",
         {
             "app": app,
-            "policies": [p for p in sorted(registry.OM_POLICIES) if p != "dp"],
+            "policies": [p for p in sorted(registry.OM_POLICIES) if p not in registry.OFFLINE_OM],
             "current_policy": current,
             "current_params": current_params,
             "values": values,

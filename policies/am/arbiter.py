@@ -14,11 +14,6 @@ proposal so that:
   scale-in frees may be needed within a few periods, and a violated period is what the budget eta_V counts;
 * a multi-replica step (``JUMP``: several replicas, or a change of node type) is one change like any other;
   it counts as a scale-in only when it removes replicas and adds none;
-* optionally (``ride_along``, batching only) an operator that proposed nothing may *join* a period's batch with a
-  scale-out it would make if a reconfiguration cost nothing (:meth:`policies.base.Policy.ride_along`): the batch
-  is one reconfiguration whatever it contains, so joining it spends no budget, and a later scale-out of its own
-  (another token, another restart) is avoided. A ride-along request is granted only when the period's batch is,
-  only onto free nodes and within ``K_max``; it never waits for capacity;
 * optionally (``defer_for_nodes``, batching only) a period's batch in which no operator violated its bound is
   deferred while a scale-out of the same period waits for nodes: the operators reconfigure together once the
   nodes are there (one token) instead of one after the other (one token each). A violation ends the wait;
@@ -92,8 +87,6 @@ class Request:
     utilisation: float = 0.0
     #: the target deployment of a multi-replica step (``action == JUMP``); None for the one-replica actions
     target: np.ndarray | None = None
-    #: a scale-out that only joins a batch granted anyway (module doc); it never opens a reconfiguration
-    ride_along: bool = False
 
     def change(self) -> np.ndarray:
         """Replicas added (> 0) or removed (< 0) per node type if granted."""
@@ -179,14 +172,10 @@ class Arbiter:
         self.periods += 1
         self.bucket.refill()
         decisions: dict[int, Decision] = {}
-        riders = [r for r in requests if r.action != 0 and r.ride_along]
-        requests_own = [r for r in requests if not r.ride_along]
-        changes = [r for r in requests_own if r.action != 0]
+        changes = [r for r in requests if r.action != 0]
         for r in requests:
             if r.action == 0:
                 decisions[id(r)] = Decision(r.operator, 0, 0, "no change proposed")
-        for r in riders:
-            decisions[id(r)] = Decision(r.operator, r.action, 0, "no change proposed (no batch to join)")
         if not changes:
             return [decisions[id(r)] for r in requests]
 
@@ -206,7 +195,9 @@ class Arbiter:
         lost_conflict: list[tuple[Request, int]] = []  # denied a node only because a batch-mate took it
         feasible: list[Request] = []
         taken_by: dict[int, list[int]] = {}
-        no_node: list[int] = []  # operators denied because no node of a type they add is free (not a conflict)
+        no_node: list[
+            int
+        ] = []  # operators denied because no node of a type they add is free (not a conflict)
         for r in sorted(changes, key=priority):
             dv, is_in = delta[id(r)], scale_in[id(r)]
             after = np.asarray(r.k, dtype=np.int64) + dv
@@ -253,7 +244,13 @@ class Arbiter:
             feasible.append(r)
 
         short_ops = sorted({r.operator for r, _ in lost_conflict} | set(no_node))
-        if self.batching and self.defer_for_nodes and feasible and no_node and not any(r.violated for r in feasible):
+        if (
+            self.batching
+            and self.defer_for_nodes
+            and feasible
+            and no_node
+            and not any(r.violated for r in feasible)
+        ):
             # nothing urgent: wait for the nodes and reconfigure together (a node a batch-mate took is free again)
             why = f"deferred: to reconfigure together with operator(s) {short_ops}, waiting for nodes"
             for r in feasible:
@@ -285,40 +282,15 @@ class Arbiter:
                     if cap is not None and in_use_before[t] + delta[id(r)][t] <= cap[t]:
                         decisions[id(r)] = Decision(r.operator, r.action, 0, self._budget_reason(False))
                 feasible = []
-        if self.batching and feasible:
-            self._join(riders, feasible, in_use, decisions)
         self.reconfigurations += int(bool(feasible))
         out = [decisions[id(r)] for r in requests]
-        for r, d in zip(requests, out, strict=True):
-            if d.proposed != 0 and not (r.ride_along and not d.granted):  # a ride not taken is no denial
+        for d in out:
+            if d.proposed != 0:
                 if d.granted:
                     self.granted_changes += 1
                 else:
                     self.denied_changes += 1
         return out
-
-    def _join(
-        self, riders: list[Request], batch: list[Request], in_use: np.ndarray, decisions: dict[int, Decision]
-    ) -> None:
-        """Grant the ride-along scale-outs that fit on free nodes and within K_max to the granted ``batch``
-        (busiest first); the others stay "no change" and never wait for capacity."""
-        for r in sorted(riders, key=lambda r: (-float(r.utilisation), r.operator)):
-            dv = r.change()
-            total = int(np.sum(np.asarray(r.k, dtype=np.int64) + dv))
-            full = [
-                t
-                for t in np.flatnonzero(dv > 0).tolist()
-                if self.node_capacity is not None and in_use[t] + dv[t] > self.node_capacity[t]
-            ]
-            if (dv < 0).any() or total > self._bound(self.k_max, r.operator) or full:
-                why = "not a pure scale-out" if (dv < 0).any() else "K_max" if not full else "no free node"
-                decisions[id(r)] = Decision(r.operator, r.action, 0, f"no change proposed (could not join: {why})")
-                continue
-            in_use += dv
-            batch.append(r)
-            decisions[id(r)] = Decision(
-                r.operator, r.action, r.action, "granted: joined the period's reconfiguration (no extra token)"
-            )
 
     def _budget_reason(self, scale_in: bool = False) -> str:
         if scale_in and self.scale_in_reserve > 0 and self.bucket.can_spend(1.0):

@@ -124,7 +124,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from policies import forecast
-from policies.base import JUMP, Observation, Policy, Proposal, apply_action, describe_action
+from policies.base import JUMP, Observation, Policy, apply_action
 from policies.model import OperatorSpec
 from policies.om import mdp
 
@@ -236,7 +236,6 @@ class ModelBased(Policy):
         self.lead = forecast.LeadTime()
         self._forecast_note: dict[str, Any] | None = None  # the explanation of this step's planned rate
         self._waiting_jump: np.ndarray | None = None  # the last step proposed (kept while it waits)
-        self._rcf_free = False  # pricing a ride-along (no reconfiguration cost), see ride_along()
         self._model_key = self._current_key()
         self._refresh_derived()
 
@@ -433,38 +432,8 @@ class ModelBased(Policy):
         value += self.future[dst]
         q = value @ self.p_hat[level]
         q *= self.spec.gamma
-        q[moves] += self._rcf()
+        q[moves] += self.spec.weights.rcf
         return dict(zip(acts, q.tolist(), strict=True))
-
-    def _rcf(self) -> float:
-        """The reconfiguration cost of a change now: ``w_rcf``, or 0 while pricing a ride-along."""
-        return 0.0 if self._rcf_free else self.spec.weights.rcf
-
-    def ride_along(self, obs: Observation) -> Proposal | None:
-        """The decision with a free reconfiguration, when it only adds replicas (see the base class)."""
-        k = np.array(obs.deployment, dtype=np.int64)
-        self._rcf_free = True
-        try:
-            action, values = self._decide(k, obs.input_rate, obs, True)
-        finally:
-            self._rcf_free = False
-        if action == 0:
-            return None
-        target = self.target_of(k, action)
-        if (target < k).any():
-            return None
-        names = [t.name for t in self.spec.node_types]
-        explanation = {
-            "policy": self.name,
-            "action": describe_action(action, names, target - k if action == JUMP else None),
-            "ride_along": "this period reconfigures the application anyway: priced with no reconfiguration cost",
-            "alternatives": {
-                describe_action(a, names, self.target_of(k, a) - k if a == JUMP else None): float(v)
-                for a, v in values.items()
-            },
-            **self.explanation_extras(),
-        }
-        return Proposal(action, target, explanation)
 
     def _decide(
         self, k: np.ndarray, rate: float, obs: Observation | None, explain: bool
@@ -557,7 +526,7 @@ class ModelBased(Policy):
             self._cost = self._state_cost()
         q = (self._cost + self.future) @ self.p_hat[level]
         q *= self.spec.gamma
-        q += self._rcf()
+        q += self.spec.weights.rcf
         deps = space.deployments
         totals, speed, class_n, rank = self._space_columns()
         ok = (totals >= self.spec.k_min) & (totals <= self.spec.k_max)

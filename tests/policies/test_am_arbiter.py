@@ -159,31 +159,6 @@ def test_scale_in_reserve_keeps_tokens_for_scale_outs() -> None:
         Arbiter(eta_r=0.1, bucket_capacity=1.5, scale_in_reserve=1.0)
 
 
-def ride(u: int, k: list[int], action: int) -> Request:
-    return Request(u, np.array(k, dtype=np.int64), action, False, 0.5, None, True)
-
-
-def test_a_ride_along_joins_only_a_granted_batch_onto_free_nodes_and_spends_no_token() -> None:
-    arb = Arbiter(eta_r=0.1, bucket_capacity=2.0, k_max=10, node_capacity=[6], node_type_names=["A1"])
-    d = arb.arbitrate([req(0, [2], ADD, violated=True), ride(1, [2], ADD)])
-    assert [x.granted for x in d] == [True, True]
-    assert d[1].reason.startswith("granted: joined the period's reconfiguration")
-    assert arb.bucket.tokens == pytest.approx(1.0)  # one token for the batch, none for the rider
-    assert arb.reconfigurations == 1 and arb.granted_changes == 2
-    # alone, a rider opens no reconfiguration
-    d = arb.arbitrate([req(0, [3], 0), ride(1, [3], ADD)])
-    assert not d[1].granted and d[1].reason == "no change proposed (no batch to join)"
-    assert arb.reconfigurations == 1 and arb.denied_changes == 0
-    # no free node: it does not join (and never "waits for capacity")
-    full = Arbiter(eta_r=0.1, bucket_capacity=2.0, k_max=10, node_capacity=[5], node_type_names=["A1"])
-    d = full.arbitrate([req(0, [2], ADD, violated=True), ride(1, [2], ADD)])
-    assert d[0].granted and not d[1].granted
-    assert d[1].reason == "no change proposed (could not join: no free node)"
-    # K_max, and a change that removes replicas, do not join either
-    d = Arbiter(eta_r=0.1, k_max=2).arbitrate([req(0, [1], ADD, violated=True), ride(1, [2], ADD)])
-    assert not d[1].granted and "K_max" in d[1].reason
-
-
 def test_a_batch_without_violation_waits_for_the_nodes_of_a_batch_mate() -> None:
     """One token for both instead of one each: the operator that could go now waits for the one whose node is
     being provisioned, unless someone violates."""

@@ -157,22 +157,30 @@ def test_a_waiting_step_keeps_its_target_while_it_still_qualifies() -> None:
     assert policy._best_jump(d, level, overloaded=True)[0] == best[0]
 
 
-def test_a_ride_along_scales_out_ahead_for_the_budget_wait_without_side_effects() -> None:
-    """When the AM's budget will not allow another reconfiguration for a while, the policy priced with a free
-    reconfiguration (a batch it may join) plans that much further along the trend: it asks for the replica it
-    will need before its own next chance, and asking changes nothing in the policy."""
-    policy = ModelBased(spec(), TREND, seed=1)
-    k = np.array([2, 0, 0])
-    ahead = []
-    for rate in ramp(n_flat=5, n_ramp=60, lo=200.0, hi=800.0):
-        _, proposal = observe(policy, k, rate)
-        before = policy.state_bytes()
-        ride = policy.ride_along(Observation(k.copy(), rate, None, False, 0.5, True, None, 10.0))
-        assert policy.state_bytes() == before
-        if ride is not None:
-            assert (ride.deployment >= k).all() and ride.deployment.sum() > k.sum()
-            assert "ride_along" in ride.explanation
-            if proposal.is_noop:
-                ahead.append(ride.explanation.get("forecast", {}).get("horizon_periods", 0))
-        k = proposal.deployment
-    assert ahead and max(ahead) > policy.lead.periods()
+def test_the_budget_wait_plans_further_along_the_trend() -> None:
+    """When the AM's budget will not allow another reconfiguration for a while (``budget_wait_periods``), a
+    scale-out made now must carry the operator that much further along the trend: the horizon grows by the wait,
+    and the policy scales out earlier than with a full bucket."""
+
+    speedups = np.array([t.speedup for t in TYPES])
+
+    def when_capacity_reaches(target: float, wait: float) -> tuple[int, list[int]]:
+        """The period whose proposal first reaches ``target`` (sum of speedups), and the forecast horizons."""
+        policy = ModelBased(spec(), TREND, seed=1)
+        k, horizons = np.array([2, 0, 0]), []
+        for t, rate in enumerate(ramp(n_flat=5, n_ramp=60, lo=200.0, hi=800.0)):
+            r = TRUE.response_time(k, speedups, rate)
+            u = min(TRUE.utilisation(k, speedups, rate), 1.0)
+            violated = not r <= policy.spec.r_max_s
+            obs = Observation(k.copy(), rate, r if np.isfinite(r) else None, violated, u, True, None, wait)
+            proposal = policy.step(obs)
+            horizons.append(proposal.explanation.get("forecast", {}).get("horizon_periods", 0))
+            if float(proposal.deployment @ speedups) >= target - 1e-9:
+                return t, horizons
+            k = proposal.deployment
+        raise AssertionError(f"capacity {target} never reached on the ramp")
+
+    t_full, h_full = when_capacity_reaches(4.0, 0.0)
+    t_wait, h_wait = when_capacity_reaches(4.0, 10.0)
+    assert t_wait < t_full, (t_wait, t_full)
+    assert max(h_wait) > max(h_full)

@@ -217,6 +217,8 @@ def test_agent_inspector_for_a_rule_based_policy(alice, alice_client):
 def test_whatif_rejects_bad_input_and_creates_nothing(recorded, alice_client):
     for data, loc in (
         ({"policy": "nope"}, "policy"),
+        ({"policy": "clairvoyant"}, "policy"),  # offline-only: it needs the whole trace in advance
+        ({"policy": "dp-average"}, "policy"),
         ({"policy": "ql", "params": "{bad"}, "params"),
         ({"policy": "ql", "params": '{"alpha_decay": 5}'}, "params"),
         ({"rMaxMs": "0"}, "rMaxMs"),
