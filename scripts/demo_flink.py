@@ -1,6 +1,6 @@
 """The live Flink demo: the PyFlink WordCount on a local Flink cluster under closed-loop RL control.
 
-    .venv/bin/python scripts/demo_flink.py [--seconds 0] [--port 8000] [--policy model-based-multistep] [--period 20]
+    .venv/bin/python scripts/demo_flink.py [--seconds 0] [--port 8000] [--policy model-based-trend] [--period 20]
 
 Uses the embedded defaults unless the environment says otherwise (SQLite under var/, kombu's filesystem broker).
 It migrates, then starts and watches:

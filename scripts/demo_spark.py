@@ -1,6 +1,6 @@
 """The live Spark demo: a real WordCount on a local Spark standalone cluster under closed-loop RL control.
 
-    .venv/bin/python scripts/demo_spark.py [--seconds 0] [--port 8000] [--policy model-based-multistep] [--period 20]
+    .venv/bin/python scripts/demo_spark.py [--seconds 0] [--port 8000] [--policy model-based-trend] [--period 20]
 
 Uses the embedded defaults unless the environment says otherwise (SQLite under var/, kombu's filesystem broker).
 It migrates, then starts and watches:

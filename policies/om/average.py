@@ -63,21 +63,7 @@ class AverageCostOptimum(OfflineOptimum):
     """The level model's average-cost optimum (relative value iteration); see the module doc."""
 
     name: ClassVar[str] = "dp-average"
-
-    def set_trace(self, trace: np.ndarray) -> None:
-        """The level model of ``trace`` (tuples/s per step), its transition counts wrapped around (see module
-        doc)."""
-        trace = np.asarray(trace, dtype=float)
-        if trace.ndim != 1 or len(trace) < 2:
-            raise ValueError("trace: need a 1-D array of at least 2 rates (tuples/s)")
-        if self.levels.grow and trace.max() >= self.levels.max_rate:
-            from policies.calibration import grow
-
-            self.levels, _ = grow(self.levels, float(trace.max()))
-        levels = mdp.levels_of(trace, self.spec, self.levels)
-        n = self.levels.n
-        p = mdp.transition_matrix(mdp.transition_counts(np.append(levels, levels[0]), n))
-        self.set_model(p, [trace[levels == lvl] for lvl in range(n)])
+    wrap_transitions: ClassVar[bool] = True  # see the module doc
 
     def _solve(self) -> None:
         assert self.p is not None and self.level_rates is not None

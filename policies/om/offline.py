@@ -63,6 +63,9 @@ class OfflineOptimum(Policy):
     _explains: ClassVar[bool] = True
     deterministic: ClassVar[bool] = True  # solved once from the known model: the seed changes nothing
     DEFAULTS: ClassVar[dict[str, Any]] = {"trace_path": "", "trace_steps": 0, "max_mixed_types": 0}
+    #: count the transition from the trace's last level back to its first (a cyclic trace): no level is then
+    #: absorbing, which the average-cost optimum needs; the discounted one takes the trace as it is
+    wrap_transitions: ClassVar[bool] = False
 
     @classmethod
     def check_params(cls, params: dict[str, Any]) -> None:
@@ -114,7 +117,8 @@ class OfflineOptimum(Policy):
             self.levels, _ = grow(self.levels, float(trace.max()))
         levels = mdp.levels_of(trace, self.spec, self.levels)
         n = self.levels.n
-        p = mdp.transition_matrix(mdp.transition_counts(levels, n))
+        path = np.append(levels, levels[0]) if self.wrap_transitions else levels
+        p = mdp.transition_matrix(mdp.transition_counts(path, n))
         self.set_model(p, [trace[levels == lvl] for lvl in range(n)])
 
     def set_model(self, p: np.ndarray, level_rates: list) -> None:

@@ -7,6 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from autoscaler.manifests import default_owner
 from autoscaler.schemas import ManifestError
+from autoscaler.schemas.documents import resolve_kind
 
 
 def add_owner_argument(parser) -> None:
@@ -14,6 +15,18 @@ def add_owner_argument(parser) -> None:
         "--owner",
         help="username owning applications and deployments (default: $AUTOSCALER_DEFAULT_OWNER, created if missing)",
     )
+
+
+def add_kind_argument(parser) -> None:
+    parser.add_argument("kind", help="NodeTypeCatalog, Region, Application, Deployment (case-insensitive)")
+
+
+def kind_of(options: dict) -> str:
+    """The resource kind the command names; CommandError naming the field when there is no such kind."""
+    try:
+        return resolve_kind(options["kind"])
+    except ValueError as exc:
+        raise CommandError(f"kind: {exc}") from None
 
 
 def resolve_owner(username: str | None):

@@ -4,13 +4,12 @@
 
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
 from autoscaler.control.resource_status import with_status
 from autoscaler.manifests import dump_documents, export_resource, queryset
-from autoscaler.schemas.documents import resolve_kind
 
-from ._common import add_owner_argument, resolve_owner
+from ._common import add_kind_argument, add_owner_argument, kind_of, resolve_owner
 from ._status_text import get_table
 
 
@@ -18,18 +17,13 @@ class Command(BaseCommand):
     help = "List resources of a kind: name, spec, status (what the engine runs) and age."
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument(
-            "kind", help="NodeTypeCatalog, Region, Application, Deployment (case-insensitive)"
-        )
+        add_kind_argument(parser)
         parser.add_argument("-o", "--output", choices=["table", "yaml", "json"], default="table")
         add_owner_argument(parser)
 
     def handle(self, *args, **options) -> None:
         owner = resolve_owner(options["owner"])
-        try:
-            kind = resolve_kind(options["kind"])
-        except ValueError as exc:
-            raise CommandError(f"kind: {exc}") from None
+        kind = kind_of(options)
         objects = list(queryset(kind, owner))
         if options["output"] != "table":
             if objects:
