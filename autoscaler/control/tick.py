@@ -58,7 +58,7 @@ from autoscaler.control.topology import (
 from autoscaler.models import Application
 from connectors.base import FAILING_CAUSES, ApplyResult, Cause, Connector, Period, PeriodMetrics, ScalingPlan
 from policies import options, registry
-from policies.am.arbiter import Arbiter, Request
+from policies.am.arbiter import Arbiter, Request, TokenBucket
 from policies.am.guard import GuardParams, ViolationBudgetGuard, guard_params
 from policies.am.naive import EQUAL_WEIGHTS
 from policies.base import JUMP, Observation, Policy
@@ -381,7 +381,9 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
     violated_any = False
     waiting: dict[int, tuple[int, str, int, str]] = {}  # operator id -> (region id, node type, slots, reason)
     changes: list[np.ndarray] = []  # replicas each proposal adds (> 0) or removes (< 0) per node type
-    budget_wait = _periods_to_next_token(control, app.eta_r, am_options["bucket_capacity"])
+    bucket_cap = am_options["bucket_capacity"]  # tokens; the bucket starts full
+    held = bucket_cap if control.bucket_tokens is None else min(max(control.bucket_tokens, 0.0), bucket_cap)
+    budget_wait = TokenBucket(app.eta_r, bucket_cap, held).wait_after_one()
     cost_total = 0.0
     decisions: list[Decision] = []
     for i, op in enumerate(topo.operators):
@@ -606,16 +608,6 @@ def _run_guard(
 
 
 NO_CAPACITY = "denied: no free node of"  # the arbiter's reason when a node type's capacity is exhausted
-
-
-def _periods_to_next_token(control: ApplicationControl, eta_r: float, capacity: float) -> float:
-    """Periods until the token bucket holds a token again once a batch spends one this period (0 when one is
-    left): how far ahead a change made now must carry an operator (``Observation.budget_wait_periods``)."""
-    tokens = capacity if control.bucket_tokens is None else float(control.bucket_tokens)
-    left = min(tokens + eta_r, capacity) - 1.0
-    if left >= 1.0:
-        return 0.0
-    return float("inf") if eta_r <= 0 else (1.0 - left) / eta_r
 
 
 def _still_awaits(change, names: list[str], node_type: str | None) -> bool:

@@ -68,6 +68,15 @@ class TokenBucket:
     def can_spend(self, amount: float = 1.0) -> bool:
         return self.tokens + _EPS >= amount
 
+    def wait_after_one(self) -> float:
+        """Periods until a token is there again if one is spent in the coming period (after its refill): 0 when
+        one would be left, ``inf`` with no refill. What a change made now must carry an operator through
+        (``policies.base.Observation.budget_wait_periods``)."""
+        left = min(self.tokens + self.rate, self.capacity) - 1.0
+        if left + _EPS >= 1.0:
+            return 0.0
+        return float("inf") if self.rate <= 0 else (1.0 - left) / self.rate
+
     def spend(self, amount: float = 1.0) -> None:
         if not self.can_spend(amount):
             raise ValueError(f"token bucket: cannot spend {amount}, only {self.tokens:.3f} tokens")

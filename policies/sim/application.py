@@ -217,6 +217,7 @@ def simulate_application(
                         specs[u].model.utilisation(ks[u], caches[u].speedups, float(rates[u])),
                         True,
                         min(float(rates[u]), specs[u].model.capacity(ks[u], caches[u].speedups)),
+                        0.0 if arbiter is None else arbiter.bucket.wait_after_one(),
                     ),
                 )
                 for u in range(n_ops)

@@ -179,3 +179,10 @@ def test_a_batch_without_violation_waits_for_the_nodes_of_a_batch_mate() -> None
     urgent = [Request(0, np.array([2, 0]), add_a1, True, 0.9), two[1]]
     d = arbiter(True).arbitrate(urgent)
     assert d[0].granted, d[0].reason  # a violation ends the wait
+
+
+def test_the_wait_after_one_reconfiguration_is_what_the_bucket_allows() -> None:
+    assert TokenBucket(0.1, 3.0, 3.0).wait_after_one() == 0.0  # 2 tokens left after one
+    assert TokenBucket(0.1, 3.0, 1.4).wait_after_one() == pytest.approx(5.0)  # 0.5 left: 5 periods to 1
+    assert TokenBucket(0.1, 3.0, 0.0).wait_after_one() == pytest.approx(19.0)  # none now: 9 to one, 10 more
+    assert TokenBucket(0.0, 1.0, 1.0).wait_after_one() == float("inf")
