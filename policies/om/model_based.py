@@ -439,6 +439,7 @@ class ModelBased(Policy):
         self, k: np.ndarray, rate: float, obs: Observation | None, explain: bool
     ) -> tuple[int, dict[int, float]]:
         self._jump = None
+        self._forecast_note = None
         d = self.space.lookup(k)
         if d < 0:
             return outside_space_action(self.space, k, self.spec), {}
@@ -459,7 +460,7 @@ class ModelBased(Policy):
             }
             q = {a: v for a, v in q.items() if a in keep}
         if self.params["multi_step"]:
-            jump = self._best_jump(d, level, overloaded, rising)
+            jump = self._best_jump(d, level, overloaded, rising, bar=min(q.values()))
             if jump is not None and jump[1] < min(q.values()) - 1e-12:
                 self._jump = self.space.deployments[jump[0]].copy()
                 q = {**q, JUMP: jump[1]}
@@ -511,7 +512,7 @@ class ModelBased(Policy):
         return {} if self._forecast_note is None else {"forecast": self._forecast_note}
 
     def _best_jump(
-        self, d: int, level: int, overloaded: bool, rising: bool = False
+        self, d: int, level: int, overloaded: bool, rising: bool = False, bar: float = math.inf
     ) -> tuple[int, float] | None:
         """The best deployment more than one action away from ``d`` and its value ``rcf + gamma sum_l' P[l, l']
         (cs + future)`` (the one-step look-ahead of :meth:`_q_values` over the whole space): a multi-replica
@@ -519,8 +520,9 @@ class ModelBased(Policy):
         expected to meet the bound at this rate level, e.g. at ``K_max``); a step to less capacity (sum of
         speedups) only when not overloaded and to a deployment seen to carry the top of this rate level and the
         next without violating, and not while the rate rises (``rising``). When the last proposal was a step that
-        is still waiting (for nodes or a token) and still qualifies, it stays the plan: switching between targets
-        of about equal value while waiting would restart the wait for other nodes. None when none qualifies."""
+        is still waiting (for nodes or a token), still qualifies and still beats ``bar`` (the best one-replica
+        action's value), it stays the plan: switching between targets of about equal value while waiting would
+        restart the wait for other nodes. None when none qualifies."""
         space = self.space
         if self._cost is None:
             self._cost = self._state_cost()
@@ -548,7 +550,7 @@ class ModelBased(Policy):
         if not ok.any():
             return None
         waiting = -1 if self._waiting_jump is None else space.lookup(self._waiting_jump)
-        if waiting >= 0 and ok[waiting]:
+        if waiting >= 0 and ok[waiting] and q[waiting] < bar - 1e-12:
             return waiting, float(q[waiting])
         best = int(np.flatnonzero(ok)[np.argmin(q[ok])])
         return best, float(q[best])

@@ -155,6 +155,11 @@ def test_a_waiting_step_keeps_its_target_while_it_still_qualifies() -> None:
     assert best[0] in kept and len(kept) > 1
     policy._waiting_jump = space.deployments[space.lookup(np.array([0, 9, 0]))]  # one action away: not a step
     assert policy._best_jump(d, level, overloaded=True)[0] == best[0]
+    other = next(c for c in kept if c != best[0])
+    policy._waiting_jump = space.deployments[other]
+    # a waiting target that no longer beats the one-replica actions gives way to the best step
+    worse = policy._best_jump(d, level, overloaded=True)[1]
+    assert policy._best_jump(d, level, overloaded=True, bar=worse)[0] == best[0]
 
 
 def test_the_budget_wait_plans_further_along_the_trend() -> None:
