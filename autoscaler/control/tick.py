@@ -489,12 +489,12 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
         else:
             decision.granted = proposal.action != 0 and am.granted
             decision.reason = am.reason
-            if not decision.granted and am.reason.startswith(NO_CAPACITY):
+            if not decision.granted and am.waits_for_capacity:
                 region = op.deployment.region
                 decision.reason = (
                     f"waiting for capacity in region {region.name}: {am.reason.removeprefix('denied: ')}"
                 )
-                awaited = _awaited_type(changes[i], names, am.reason)
+                awaited = names[am.short_type]
                 slots = int(changes[i][names.index(awaited)])
                 waiting[op.pk] = (region.pk, awaited, max(slots, 1), decision.reason)
             elif not decision.granted and _still_awaits(changes[i], names, awaited_before.get(op.pk)):
@@ -607,7 +607,6 @@ def _run_guard(
         policy.reconfigure(guarded_weights(tuned, control.am_config))
 
 
-NO_CAPACITY = "denied: no free node of"  # the arbiter's reason when a node type's capacity is exhausted
 
 
 def _still_awaits(change, names: list[str], node_type: str | None) -> bool:
@@ -697,14 +696,6 @@ def _check_ineffective(rails: Rails, memory: dict, name: str, m, now_s: float) -
             f"ineffective scale-up at slot {check['slot']}: capacity rose {rise:.1f} tuples/s, "
             f"expected {gain:.1f}"
         )
-
-
-def _awaited_type(change: np.ndarray, names: list[str], reason: str) -> str:
-    """The node type a proposal denied for capacity waits for (``change``: replicas added per type): the one the
-    arbiter's reason names (a multi-replica step may add several types), else the first one it adds."""
-    added = [names[t] for t in np.flatnonzero(change > 0).tolist()]
-    named = [n for n in added if f"no free node of {n} " in reason]
-    return (named or added or names[:1])[0]
 
 
 def _rail_reason(

@@ -110,6 +110,12 @@ class Decision:
     proposed: int
     applied: int
     reason: str
+    #: the node type (index) whose capacity denied the request: no free node of it (it waits for the RM/IM)
+    short_type: int | None = None
+
+    @property
+    def waits_for_capacity(self) -> bool:
+        return self.short_type is not None and not self.granted
 
     @property
     def granted(self) -> bool:
@@ -217,6 +223,7 @@ class Arbiter:
                 for t in np.flatnonzero(dv > 0).tolist()
                 if self.node_capacity is not None and in_use[t] + dv[t] > self.node_capacity[t]
             ]
+            short_denied = False
             if is_in and self.hold_scale_ins and violating and not r.violated:
                 reason = f"denied: scale-in held while operator(s) {violating} violate their bounds"
             elif (after < 0).any():
@@ -226,6 +233,7 @@ class Arbiter:
             elif total > k_max and total > int(np.sum(r.k)):
                 reason = f"denied: would exceed K_max={k_max} replicas"
             elif short:
+                short_denied = True
                 t = short[0]
                 rivals = taken_by.get(t, [])
                 reason = f"denied: no free node of {self._type_name(t)} ({in_use[t]} of {self.node_capacity[t]} in use)"
@@ -239,7 +247,7 @@ class Arbiter:
             else:
                 reason = ""
             if reason:
-                decisions[id(r)] = Decision(r.operator, r.action, 0, reason)
+                decisions[id(r)] = Decision(r.operator, r.action, 0, reason, short[0] if short_denied else None)
                 continue
             if not self.batching:
                 if not self.bucket.can_spend(1.0 + (self.scale_in_reserve if is_in else 0.0)):

@@ -20,7 +20,7 @@ from autoscaler.control import capacity, placement
 from autoscaler.control.builders import ensure_region, simulated_pipeline
 from autoscaler.control.models import Decision, RegionControl, RegionNode, RegionTick, Tick, WaitingRequest
 from autoscaler.control.regions import region_step
-from autoscaler.control.tick import NO_CAPACITY, run_tick
+from autoscaler.control.tick import run_tick
 from autoscaler.control.topology import topology
 from autoscaler.models import Application, Deployment, NodeType, NodeTypeCatalog, Region
 from connectors.infrastructure import BookkeepingProvider
@@ -164,11 +164,12 @@ def test_a_request_that_lost_a_node_to_a_batch_the_budget_denies_does_not_wait()
     d = arbiter.arbitrate([Request(0, k, up, violated=True), Request(1, k, up)])
     assert [x.applied for x in d] == [0, 0]
     assert all("reconfiguration budget exhausted" in x.reason for x in d), [x.reason for x in d]
-    assert not any(x.reason.startswith(NO_CAPACITY) for x in d)
+    assert not any(x.waits_for_capacity for x in d)
     full = Arbiter(0.1, 1.0, node_capacity=[2, 0], node_type_names=["A1", "A2"])  # no node free at all
     full.bucket.tokens = 0.0
     d = full.arbitrate([Request(0, k, up, violated=True), Request(1, k, up)])
-    assert d[1].reason.startswith(NO_CAPACITY)
+    assert d[1].waits_for_capacity and d[1].short_type == 0
+    assert d[1].reason.startswith("denied: no free node of A1")
 
 
 # ---- property test ---------------------------------------------------------------------------------------------
@@ -252,7 +253,7 @@ def _am_round(app: Application, asks: list[tuple[int, int, int]], slot: int, def
             plan[op.name] = topo.as_dict(k)
             if delta > 0:
                 events.append(("grant", topo.type_names[t]))
-        elif r.action and d.reason.startswith(NO_CAPACITY):
+        elif r.action and d.waits_for_capacity:
             t, _ = action_delta(r.action, n)
             WaitingRequest.objects.create(
                 region=op.deployment.region, application=app, operator=op, node_type=topo.type_names[t],
