@@ -72,7 +72,8 @@ class SimpleProvisioning(RegionManager):
         want = short.copy()
         want[t_new] += max(n_idle - spare, 0)
         room = self.k_max - state.n_nodes
-        out: list[RMProposal] = []
+        idle_spare = np.maximum(np.asarray(state.idle) - taken, 0)
+        out: list[RMProposal] = self._make_room(state, int(np.sum(short)) - room, idle_spare, waiting)
         for i in [i for i in np.argsort(-short, kind="stable") if want[i] > 0]:
             n = min(int(want[i]), room)
             if n <= 0:
@@ -95,8 +96,32 @@ class SimpleProvisioning(RegionManager):
             )
         if out:
             return out
-        idle_spare = np.maximum(np.asarray(state.idle) - taken, 0)
         return self._release_surplus(state, int(np.sum(idle_spare)) - n_idle, idle_spare)
+
+    def _make_room(
+        self, state: RegionState, missing: int, idle_spare: np.ndarray, waiting: np.ndarray
+    ) -> list[RMProposal]:
+        """At the region's node limit, release up to ``missing`` idle nodes that no waiting request will take
+        (most expensive first), so that the nodes the requests wait for can be acquired at the next step. Without
+        it a full region whose idle nodes are of other types (a scale-out that changes node type) never serves
+        the request: nothing is released while something waits, and nothing is acquired beyond the limit."""
+        n = min(missing, int(np.sum(idle_spare)))
+        if n <= 0:
+            return []
+        names = ", ".join(self.catalog[i].name for i in np.flatnonzero(waiting > 0))
+        out: list[RMProposal] = []
+        for ti in np.argsort([-t.price for t in self.catalog], kind="stable"):
+            k = min(int(idle_spare[ti]), n)
+            if k > 0:
+                reason = (
+                    f"region at its limit of {self.k_max} nodes while requests wait for {names}: release {k} idle "
+                    f"{self.catalog[ti].name} to make room"
+                )
+                out.append(RMProposal(self.region, self.catalog[ti].name, -k, reason))
+                n -= k
+            if n == 0:
+                break
+        return out
 
     def _release_surplus(self, state: RegionState, surplus: int, idle: np.ndarray) -> list[RMProposal]:
         """Release ``surplus`` of the ``idle`` nodes (per type), most expensive first."""
