@@ -224,16 +224,22 @@ def missed_gaps(app: Application, start: float | None, end: float | None) -> lis
 
 
 def scaling_events(frame: monitor_rollup.Frame) -> list[dict[str, Any]]:
-    """The range's granted and denied scaling proposals (newest ``MAX_EVENTS``, oldest first), with links."""
+    """The range's granted and denied scaling proposals (newest ``MAX_EVENTS``, oldest first), with links, the
+    AM's reason and whether the OM explored (chose an action it did not rank best)."""
     base = reverse("dashboard:decision-detail", args=[0])[: -len("0/")]
-    return [
-        {
-            "t": t * 1000.0,
-            "id": pk,
-            "outcome": outcome,
-            "operator": op,
-            "action": action,
-            "url": f"{base}{pk}/",
-        }
-        for t, pk, outcome, op, action in frame.events[-MAX_EVENTS:]
-    ]
+    out = []
+    for e in frame.events[-MAX_EVENTS:]:
+        t, pk, outcome, op, action = e[:5]
+        out.append(
+            {
+                "t": t * 1000.0,
+                "id": pk,
+                "outcome": outcome,
+                "operator": op,
+                "action": action,
+                "reason": e[5] if len(e) > 5 else "",
+                "explored": bool(e[6]) if len(e) > 6 else False,
+                "url": f"{base}{pk}/",
+            }
+        )
+    return out

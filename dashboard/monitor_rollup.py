@@ -178,6 +178,16 @@ def _ticks_after(app: Application, last_time: float, limit: int) -> list[dict[st
     return out
 
 
+def explored(action: str, alternatives: dict[str, float] | None) -> bool:
+    """Whether the OM chose an action its own estimates did not rank best (exploration, e.g. epsilon-greedy):
+    the chosen action's value is above the lowest value of the alternatives (lower is better)."""
+    if not alternatives or action not in alternatives:
+        return False
+    values = [float(v) for v in alternatives.values() if v is not None]
+    chosen = alternatives[action]
+    return chosen is not None and bool(values) and float(chosen) > min(values) + 1e-9
+
+
 def catch_up(app: Application, max_ticks: int | None = None) -> int:
     """Roll up every finished tick newer than the rollup (at most ``max_ticks``); returns the rows added."""
     added = 0
@@ -204,16 +214,21 @@ def catch_up(app: Application, max_ticks: int | None = None) -> int:
             "id",
             "outcome",
             "proposal__explanation__action",
+            "reason",
+            "proposal__explanation__alternatives",
         ):
             by_tick.setdefault(d[0], []).append(d[1:8])
             if d[9] in EVENT_OUTCOMES and d[1] in st["ids"]:
-                events.setdefault(d[0], []).append((d[8], d[9], st["ids"][d[1]], d[10] or ""))
+                action = d[10] or ""
+                events.setdefault(d[0], []).append(
+                    (d[8], d[9], st["ids"][d[1]], action, d[11] or "", explored(action, d[12]))
+                )
         times = np.array([t["slot"] * t["period_s"] for t in batch], dtype=float)
         rows = [_row(t, by_tick.get(t["id"], []), st) for t in batch]
         batch_events = [
-            [float(t["slot"] * t["period_s"]), pk, outcome, op, action]
+            [float(t["slot"] * t["period_s"]), pk, outcome, op, action, reason, was_explored]
             for t in batch
-            for pk, outcome, op, action in sorted(events.get(t["id"], []))
+            for pk, outcome, op, action, reason, was_explored in sorted(events.get(t["id"], []))
         ]
         _append(app, times, rows, batch_events)
         added += len(batch)
@@ -269,7 +284,8 @@ class Frame:
         self, times: np.ndarray, columns: list[str], values: np.ndarray, events: list[list] | None = None
     ) -> None:
         self.times, self.columns, self.values = times, columns, values
-        #: scaling events in the range, oldest first: [time (s), decision id, outcome, operator, action]
+        #: scaling events in the range, oldest first: [time (s), decision id, outcome, operator, action, reason,
+        #: explored] (chunks rolled up before the last two existed have five items)
         self.events = events or []
         self._index = {c: j for j, c in enumerate(columns)}
 

@@ -121,6 +121,13 @@ def test_dashboard_json_series_are_downsampled_and_consistent(recorded, alice_cl
     ev = d["events"][0]
     assert ev["url"] == f"/decisions/{ev['id']}/"
     assert alice_client.get(ev["url"]).status_code == 200
+    # each with the AM's reason (why it was denied) and whether the OM explored
+    by_id = {x.pk: x for x in proposals}
+    for e in d["events"]:
+        dec = by_id[e["id"]]
+        assert e["reason"] == dec.reason and e["reason"]
+        expl = dec.proposal["explanation"]
+        assert e["explored"] == monitor_rollup.explored(expl.get("action", ""), expl.get("alternatives"))
     # a zoomed window returns only its rows
     t0, t1 = d["rate"]["x"][10], d["rate"]["x"][19]
     z = alice_client.get(f"/applications/rec/data.json?start={t0}&end={t1}").json()
@@ -368,3 +375,11 @@ def test_agent_inspector_shows_the_violation_budget_guard_and_its_reason(alice, 
     drive(app, 1, first=12)  # turned off: the tuned weights are back, the banner goes
     html = alice_client.get("/applications/guarded/agents/").content.decode()
     assert 'id="am-guard"' not in html and "guard turned off" in html
+
+
+def test_an_action_the_om_did_not_rank_best_is_marked_explored():
+    alts = {"do nothing": 1.0, "add one replica on A1": 0.8, "remove one replica on A1": 1.2}
+    assert monitor_rollup.explored("add one replica on A1", alts) is False
+    assert monitor_rollup.explored("do nothing", alts) is True
+    assert monitor_rollup.explored("do nothing", None) is False
+    assert monitor_rollup.explored("unknown", alts) is False

@@ -119,14 +119,24 @@
     var body = document.querySelector("#events tbody");
     body.innerHTML = "";
     if (!events.length) {
-      body.innerHTML = "<tr><td colspan='4' class='muted'>No scaling proposals in this range.</td></tr>";
+      body.innerHTML = "<tr><td colspan='5' class='muted'>No scaling proposals in this range.</td></tr>";
       return;
     }
     events.slice().reverse().slice(0, 200).forEach(function (e) {
       var tr = document.createElement("tr");
       var a = document.createElement("a");
       a.href = e.url; a.textContent = fmtTime(e.t);
-      var cells = [a, e.operator, e.action, e.outcome];
+      var action = document.createElement("span");
+      action.textContent = e.action;
+      if (e.explored) {
+        var badge = document.createElement("span");
+        badge.className = "badge explored";
+        badge.title = "the OM chose an action its own estimates did not rank best (exploration)";
+        badge.textContent = "explored";
+        action.appendChild(document.createTextNode(" "));
+        action.appendChild(badge);
+      }
+      var cells = [a, e.operator, action, e.outcome, e.reason || ""];
       cells.forEach(function (c) {
         var td = document.createElement("td");
         if (typeof c === "string") { td.textContent = c; } else { td.appendChild(c); }
