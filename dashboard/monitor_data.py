@@ -156,6 +156,13 @@ def _compute(
         x_s, y_s = series.lttb(t, y, max_points)
         x_b, y_b = series.break_at(ms(x_s), clean(y_s), breaks)
         out[key] = {"x": x_b, "y": y_b}
+    # saturated periods: the response time is unbounded (a queue that only grows): no point of the line, so
+    # they are sent as intervals for the chart to mark "> R_max, saturated"
+    saturated = np.isinf(frame.col("rt_ms"))
+    out["saturated"] = [[a * 1000.0, b * 1000.0] for a, b in series.runs(t, saturated, period_s)]
+    out["saturatedPeriods"] = int(saturated.sum())
+    finite_rt = frame.col("rt_ms")[np.isfinite(frame.col("rt_ms"))]
+    out["rtMaxMs"] = float(finite_rt.max()) if len(finite_rt) else None
     violated = frame.col("violated")
     out["violations"] = [[a * 1000.0, b * 1000.0] for a, b in series.runs(t, violated == 1.0, period_s)]
     out["violatedPeriods"] = int(np.nansum(violated))

@@ -383,3 +383,21 @@ def test_an_action_the_om_did_not_rank_best_is_marked_explored():
     assert monitor_rollup.explored("do nothing", alts) is True
     assert monitor_rollup.explored("do nothing", None) is False
     assert monitor_rollup.explored("unknown", alts) is False
+
+
+def test_saturated_periods_are_sent_as_intervals_the_chart_marks(alice, alice_client):
+    """An overloaded operator's response time is unbounded: no point of the line. data.json sends those periods
+    as intervals (the chart marks them "> R_max, saturated" at the top of its clipped axis) and the largest finite
+    response time (the axis is clipped at 3 x R_max when it is higher)."""
+    app = simulated_pipeline("sat", n_operators=1, om_policy="threshold", owner="alice", rate_scale=6.0)
+    drive(app, 12)
+    d = alice_client.get("/applications/sat/data.json?range=all").json()
+    frame = monitor_rollup.load(app)
+    rt = frame.col("rt_ms")
+    assert d["saturatedPeriods"] == int(np.isinf(rt).sum()) > 0
+    covered = sum((b - a) / 1000.0 for a, b in d["saturated"])
+    assert covered == pytest.approx(d["saturatedPeriods"] * app.om_period_s)
+    finite = rt[np.isfinite(rt)]
+    assert d["rtMaxMs"] == (pytest.approx(float(finite.max())) if len(finite) else None)
+    # the line has no point where the response time was unbounded
+    assert sum(y is None for y in d["rt"]["y"]) >= 1

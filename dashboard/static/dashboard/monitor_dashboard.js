@@ -41,6 +41,15 @@
     });
     lay[axisName(ROWS.length - 1, "xaxis")].title = {text: "time (UTC)"};
     if (zoom) { lay.xaxis.range = [new Date(zoom[0]).toISOString(), new Date(zoom[1]).toISOString()]; }
+    // the response-time axis stops at RT_CLIP x R_max so that R_max stays readable under 10-s spikes
+    if (!d.empty) {
+      var top = rtTop(d);
+      lay.yaxis2.range = [0, top * 1.05];
+      lay.yaxis2.autorange = false;
+      if (d.rtMaxMs !== null && d.rtMaxMs > top) {
+        lay.yaxis2.title.text = "ms (clipped at " + RT_CLIP + " × R_max)";
+      }
+    }
     // R_max and the budgets as dashed lines
     lay.shapes.push(hline(1, d.rMaxMs, "#b42318"), hline(2, d.etaV, "#b42318"), hline(2, d.etaR, "#8250df"));
     (d.violations || []).forEach(function (iv) {
@@ -55,6 +64,11 @@
                                font: {size: 10, color: "#555"}}});
     });
     return lay;
+  }
+  var RT_CLIP = 3;  // the response-time axis shows at most this many times R_max
+  function rtTop(d) {
+    var highest = d.rtMaxMs === null ? d.rMaxMs : Math.max(d.rtMaxMs, d.rMaxMs);
+    return Math.min(highest, RT_CLIP * d.rMaxMs);
   }
   function hline(i, y, color) {
     return {type: "line", xref: ref(i, "x") + " domain", yref: ref(i, "y"), x0: 0, x1: 1, y0: y, y1: y,
@@ -72,6 +86,16 @@
     out.push(line(0, d.rate.x, d.rate.y, "input rate", PALETTE[0]));
     out.push(line(0, d.capacity.x, d.capacity.y, "capacity", PALETTE[3], {line: {shape: "hv", color: PALETTE[3]}}));
     out.push(line(1, d.rt.x, d.rt.y, "response time", PALETTE[4]));
+    if (d.saturated && d.saturated.length) {
+      var top = rtTop(d);
+      out.push({type: "scatter", mode: "markers", name: "saturated (> R_max, unbounded)", xaxis: "x2", yaxis: "y2",
+                x: d.saturated.map(function (iv) { return iv[0]; }), y: d.saturated.map(function () { return top; }),
+                text: d.saturated.map(function (iv) {
+                  return "> R_max, saturated for " + Math.round((iv[1] - iv[0]) / 1000) + " s";
+                }),
+                hovertemplate: "%{text}<extra></extra>",
+                marker: {symbol: "triangle-up", size: 9, color: "#b42318"}});
+    }
     out.push(line(2, d.burn.x, d.burn.violation, "violations (since range start)", "#b42318"));
     out.push(line(2, d.burn.x, d.burn.violationWindow, "violations (last " + d.burn.window + " periods)",
                   "#b42318", {line: {dash: "dot", color: "#b42318", width: 1}}));

@@ -142,3 +142,23 @@ def test_whatif_rejects_then_runs_with_progress(logged_in_page, monkeypatch):
     screenshot(pg, "monitor-whatif")
     for t in threads:
         t.join(10)
+
+
+def test_a_saturated_period_is_marked_and_r_max_stays_readable(logged_in_page):
+    """Saturated periods (unbounded response time) are drawn as markers "> R_max, saturated" at the top of the
+    response-time axis, and the axis never reaches beyond 3 x R_max, so the R_max line stays readable."""
+    pg = logged_in_page
+    app = simulated_pipeline("hot", n_operators=1, om_policy="threshold", owner="webuser", rate_scale=6.0)
+    drive(app, BASE_SLOT, 12)
+    pg.goto(pg.base_url + "/applications/hot/?range=all")
+    pg.wait_for_function("Number(document.getElementById('charts').dataset.rows || 0) >= 12", timeout=20_000)
+    info = pg.evaluate(
+        """() => {
+        const gd = document.querySelector('#charts');
+        const t = gd.data.find(tr => tr.name && tr.name.startsWith('saturated'));
+        return {n: t ? t.x.length : 0, text: t ? t.text[0] : '', range: gd.layout.yaxis2.range};
+    }"""
+    )
+    assert info["n"] >= 1 and info["text"].startswith("> R_max, saturated")
+    assert info["range"][1] <= 3 * app.r_max_ms * 1.05 + 1e-9
+    screenshot(pg, "monitor-dashboard-saturated")
