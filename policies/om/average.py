@@ -65,12 +65,9 @@ class AverageCostOptimum(OfflineOptimum):
     name: ClassVar[str] = "dp-average"
     wrap_transitions: ClassVar[bool] = True  # see the module doc
 
-    def _solve(self) -> None:
+    def _solve_values(self) -> None:
+        """Relative value iteration over ``self.cost`` and ``self.p`` (see the module doc)."""
         assert self.p is not None and self.level_rates is not None
-        v = mdp.violation_probabilities(mdp.rate_thresholds(self.spec, self.space), self.level_rates)
-        self.v_true = v
-        self.cost = mdp.state_cost(self.space, v, self.spec)
-        self._solved_key = self._key()
         active = np.array([len(r) > 0 for r in self.level_rates])
         future, self.gain, self.sweeps, self.converged = relative_value_iteration(
             self.space, self.cost, self.p, self.spec.weights.rcf, active if active.any() else None

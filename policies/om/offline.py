@@ -135,11 +135,17 @@ class OfflineOptimum(Policy):
         self._solve()
 
     def _solve(self) -> None:
+        """The true cost per (deployment, level), then the values and the table of greedy actions."""
         assert self.p is not None and self.level_rates is not None
         v = mdp.violation_probabilities(mdp.rate_thresholds(self.spec, self.space), self.level_rates)
         self.v_true = v
         self.cost = mdp.state_cost(self.space, v, self.spec)
         self._solved_key = self._key()
+        self._solve_values()
+
+    def _solve_values(self) -> None:
+        """Discounted value iteration over ``self.cost`` and ``self.p``."""
+        assert self.p is not None
         future, self.sweeps = mdp.value_iteration(
             self.space, self.cost, self.p, self.spec.weights.rcf, self.spec.gamma, tol=TOLERANCE
         )
