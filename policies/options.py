@@ -49,8 +49,8 @@ BENCHMARKS: dict[str, str] = {
         "naive's cost with model-based OMs; one BO run took at most 41 s (ql-pds-plus) and 232 s (model-based)"
     ),
     "bench_loop": (
-        "`python manage.py bench_loop --no-baseline` (docs/benchmarks.md, section \"Planning ahead on a rising "
-        "rate\"): the control loop a user runs, manifest -> tick -> OM/AM -> simulated engine, scenario by scenario"
+        '`python manage.py bench_loop --no-baseline` (docs/benchmarks.md, section "Planning ahead on a rising '
+        'rate"): the control loop a user runs, manifest -> tick -> OM/AM -> simulated engine, scenario by scenario'
     ),
     "bench multilevel": (
         "`python -m policies.bench multilevel --steps 50000` (docs/benchmarks.md, section `multilevel`, paper 004 "

@@ -607,8 +607,6 @@ def _run_guard(
         policy.reconfigure(guarded_weights(tuned, control.am_config))
 
 
-
-
 def _still_awaits(change, names: list[str], node_type: str | None) -> bool:
     """Whether a proposal's per-type ``change`` still adds replicas of the ``node_type`` it waited for."""
     return node_type is not None and node_type in names and int(change[names.index(node_type)]) > 0

@@ -247,7 +247,9 @@ class Arbiter:
             else:
                 reason = ""
             if reason:
-                decisions[id(r)] = Decision(r.operator, r.action, 0, reason, short[0] if short_denied else None)
+                decisions[id(r)] = Decision(
+                    r.operator, r.action, 0, reason, short[0] if short_denied else None
+                )
                 continue
             if not self.batching:
                 if not self.bucket.can_spend(1.0 + (self.scale_in_reserve if is_in else 0.0)):
