@@ -13,6 +13,7 @@ from typing import Any
 from autoscaler import models as m
 from autoscaler.control.aggregates import VIOLATED
 from autoscaler.control.models import ApplicationControl, Decision, Tick
+from autoscaler.control.status import positive_replicas
 
 #: Application phase by the status of the last tick (``Pending`` before the first one)
 PHASES = {
@@ -62,12 +63,10 @@ def deployment_status(dep: m.Deployment, prices: dict[str, float] | None = None)
         "decision": decision_summary(dep.status_decision),
         "engineIds": dict(dep.status_engine_ids or {}),
         "costPerHour": None if replicas is None else cost_per_hour(replicas, prices),
-        "matchesSpec": None if replicas is None else _positive(replicas) == _positive(dep.replicas),
+        "matchesSpec": None
+        if replicas is None
+        else positive_replicas(replicas) == positive_replicas(dep.replicas),
     }
-
-
-def _positive(replicas: dict[str, int]) -> dict[str, int]:
-    return {t: n for t, n in replicas.items() if n > 0}
 
 
 def last_period_violated(control: ApplicationControl) -> bool | None:

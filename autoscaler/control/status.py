@@ -6,8 +6,9 @@
   operator whose engine-reported deployment differs from its status gets the new one, since now, with the tick's
   decision about it and the engine's identifiers (``status_source`` "control").
 
-Every status change appends a ``DeploymentHistory`` row (``manifests.record_history``) (source "control" with its decision, or "observed" when
-the engine is first seen running other replicas than declared). Both run inside the tick's transaction.
+Every status change appends a ``DeploymentHistory`` row (``manifests.record_history``): source "control" with its
+decision, or "observed" when the engine is first seen running other replicas than declared. Both run inside the
+tick's transaction.
 """
 
 from __future__ import annotations
@@ -50,9 +51,9 @@ def record_apply(app: Application, tick: Tick, result: ApplyResult) -> int:
     decisions = {d.operator_id: d for d in Decision.objects.filter(tick=tick).order_by("id")}
     changed = 0
     for dep in deps.select_related("operator", "region"):
-        replicas = _positive(result.deployments[dep.operator.name])
+        replicas = positive_replicas(result.deployments[dep.operator.name])
         ids = engine_ids(result.details, dep.operator.name)
-        if dep.status_replicas is not None and replicas == _positive(dep.status_replicas):
+        if dep.status_replicas is not None and replicas == positive_replicas(dep.status_replicas):
             if ids and ids != dep.status_engine_ids:  # same replicas, e.g. a new Flink job id
                 dep.status_engine_ids = ids
                 dep.save(update_fields=["status_engine_ids"])
@@ -74,7 +75,8 @@ def engine_ids(details: dict[str, Any], operator: str) -> dict[str, Any]:
     return ids
 
 
-def _positive(deployment: dict[str, int]) -> dict[str, int]:
+def positive_replicas(deployment: dict[str, int]) -> dict[str, int]:
+    """``deployment`` without the node types it runs no replica of (counts as ints)."""
     return {t: int(n) for t, n in deployment.items() if int(n) > 0}
 
 
@@ -88,7 +90,7 @@ def _set_status(
 ) -> None:
     """Store a new status and append it to the history when it differs from the last known replicas (the
     previous status, or the spec before the first one)."""
-    replicas = _positive(replicas)
+    replicas = positive_replicas(replicas)
     known = dep.status_replicas if dep.status_replicas is not None else dep.replicas
     dep.status_replicas = replicas
     dep.status_since = timezone.now()
@@ -104,5 +106,5 @@ def _set_status(
             "status_engine_ids",
         ]
     )
-    if replicas != _positive(known):
+    if replicas != positive_replicas(known):
         record_history(dep, source, replicas=replicas, decision=decision)

@@ -204,7 +204,8 @@ def _decide(
             control.am_config_version += 1
         period = Period(slot - 1, (slot - 1) * period_s, slot * period_s)
         metrics = connector.monitor.collect(period)
-        deployment_status.observe(app, metrics)  # a deployment's status: the engine's, once first seen
+        if any(op.deployment.status_replicas is None for op in topo.operators):  # cached: no query once seen
+            deployment_status.observe(app, metrics)  # a deployment's status: the engine's, once first seen
         tick.metrics = finite(metrics.to_dict())
         tick.decided_at = timezone.now()
         missing, cause = _missing_reason(metrics, topo)
@@ -408,15 +409,16 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
         if reason:
             rail_reasons[i] = reason
         jump = proposal.action == JUMP and not reason
-        request = Request(
-            i,
-            k,
-            0 if reason else proposal.action,
-            violated,
-            float(m.utilisation or 0.0),
-            proposal.deployment if jump else None,
+        requests.append(
+            Request(
+                i,
+                k,
+                0 if reason else proposal.action,
+                violated,
+                float(m.utilisation or 0.0),
+                proposal.deployment if jump else None,
+            )
         )
-        requests.append(request)
         cost = float(np.dot(k, topo.prices_per_hour)) * period_s / 3600.0
         cost_total += cost
         decisions.append(
@@ -471,9 +473,13 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
     # node types the operators waited for until this period: a scale-out that still asks for them keeps waiting
     # when the AM denies it for another reason (the reconfiguration budget), so the RM keeps the nodes it
     # provisioned for it instead of releasing them as idle (seen on bench_loop's ramp: 16 A3 nodes released
-    # in the one period a type change waited for a token, then requested again)
-    awaited_before = dict(
-        WaitingRequest.objects.filter(application=app).values_list("operator_id", "node_type")
+    # in the one period a type change waited for a token, then requested again). Read only when the
+    # application had waiting requests (``app_mem["waiting"]``) and a change was denied.
+    denied = any(p.action != 0 and not a.granted for p, a in zip(proposals, granted, strict=True))
+    awaited_before = (
+        dict(WaitingRequest.objects.filter(application=app).values_list("operator_id", "node_type"))
+        if denied and app_mem.get("waiting")
+        else {}
     )
     for i, (op, policy, proposal, decision, am) in enumerate(
         zip(topo.operators, policies, proposals, decisions, granted, strict=True)

@@ -210,9 +210,8 @@ class Arbiter:
         lost_conflict: list[tuple[Request, int]] = []  # denied a node only because a batch-mate took it
         feasible: list[Request] = []
         taken_by: dict[int, list[int]] = {}
-        no_node: list[
-            int
-        ] = []  # operators denied because no node of a type they add is free (not a conflict)
+        # operators denied because no node of a type they add is free (not lost to a batch-mate)
+        no_node: list[int] = []
         for r in sorted(changes, key=priority):
             dv, is_in = delta[id(r)], scale_in[id(r)]
             after = np.asarray(r.k, dtype=np.int64) + dv
@@ -223,7 +222,7 @@ class Arbiter:
                 for t in np.flatnonzero(dv > 0).tolist()
                 if self.node_capacity is not None and in_use[t] + dv[t] > self.node_capacity[t]
             ]
-            short_denied = False
+            short_type: int | None = None  # the node type whose capacity denies the request
             if is_in and self.hold_scale_ins and violating and not r.violated:
                 reason = f"denied: scale-in held while operator(s) {violating} violate their bounds"
             elif (after < 0).any():
@@ -233,8 +232,7 @@ class Arbiter:
             elif total > k_max and total > int(np.sum(r.k)):
                 reason = f"denied: would exceed K_max={k_max} replicas"
             elif short:
-                short_denied = True
-                t = short[0]
+                t = short_type = short[0]
                 rivals = taken_by.get(t, [])
                 reason = f"denied: no free node of {self._type_name(t)} ({in_use[t]} of {self.node_capacity[t]} in use)"
                 if rivals:
@@ -247,9 +245,7 @@ class Arbiter:
             else:
                 reason = ""
             if reason:
-                decisions[id(r)] = Decision(
-                    r.operator, r.action, 0, reason, short[0] if short_denied else None
-                )
+                decisions[id(r)] = Decision(r.operator, r.action, 0, reason, short_type)
                 continue
             if not self.batching:
                 if not self.bucket.can_spend(1.0 + (self.scale_in_reserve if is_in else 0.0)):
@@ -262,7 +258,14 @@ class Arbiter:
                 taken_by.setdefault(t, []).append(r.operator)
             feasible.append(r)
 
-        short_ops = sorted({r.operator for r, _ in lost_conflict} | set(no_node))
+        def free_after_all(reason: str) -> None:
+            """Nothing is applied this period: a node lost to a batch-mate is free after all, so the request
+            it denied gets ``reason`` instead of waiting for capacity."""
+            cap = self.node_capacity
+            for r, t in lost_conflict:
+                if cap is not None and in_use_before[t] + delta[id(r)][t] <= cap[t]:
+                    decisions[id(r)] = Decision(r.operator, r.action, 0, reason)
+
         if (
             self.batching
             and self.defer_for_nodes
@@ -271,13 +274,11 @@ class Arbiter:
             and not any(r.violated for r in feasible)
         ):
             # nothing urgent: wait for the nodes and reconfigure together (a node a batch-mate took is free again)
+            short_ops = sorted({r.operator for r, _ in lost_conflict} | set(no_node))
             why = f"deferred: to reconfigure together with operator(s) {short_ops}, waiting for nodes"
             for r in feasible:
                 decisions[id(r)] = Decision(r.operator, r.action, 0, why)
-            cap = self.node_capacity
-            for r, t in lost_conflict:
-                if cap is not None and in_use_before[t] + delta[id(r)][t] <= cap[t]:
-                    decisions[id(r)] = Decision(r.operator, r.action, 0, why)
+            free_after_all(why)
             feasible = []
         elif self.batching:
             only_ins = all(scale_in[id(r)] for r in feasible)
@@ -295,11 +296,7 @@ class Arbiter:
                 # nothing is applied this period: the capacity reasons above assumed the batch went through
                 for r in feasible:
                     decisions[id(r)] = Decision(r.operator, r.action, 0, self._budget_reason(only_ins))
-                # a node lost to a batch-mate that gets nothing is free after all: the budget denies it
-                cap = self.node_capacity
-                for r, t in lost_conflict:
-                    if cap is not None and in_use_before[t] + delta[id(r)][t] <= cap[t]:
-                        decisions[id(r)] = Decision(r.operator, r.action, 0, self._budget_reason(False))
+                free_after_all(self._budget_reason(False))  # the budget denies those too
                 feasible = []
         self.reconfigurations += int(bool(feasible))
         out = [decisions[id(r)] for r in requests]

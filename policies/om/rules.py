@@ -47,10 +47,9 @@ def choose_node_type(spec: OperatorSpec, choice: str) -> int:
 def sufficient_types(spec: OperatorSpec) -> np.ndarray:
     """Boolean mask of the node types whose ``K_max`` replicas (alone) can sustain the top of the spec's rate range
     (``rate_levels.max_rate``, tuples/s) under the spec's model. Without a fixed range (learned or growing) or a
-    given model
-    (``model_mode`` other than "given") nothing is known: every type. If no type suffices: only the fastest (the
-    closest to sufficient), so a cheap slow type (speedup 0.05 on infrastructure B2) is never the default choice of
-    a load it cannot carry."""
+    given model (``model_mode`` other than "given") nothing is known: every type. If no type suffices: only the
+    fastest (the closest to sufficient), so a cheap slow type (speedup 0.05 on infrastructure B2) is never the
+    default choice of a load it cannot carry."""
     n = spec.n_res
     if spec.rate_levels is None or spec.rate_levels.grow or spec.model_mode != "given":
         return np.ones(n, dtype=bool)

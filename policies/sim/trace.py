@@ -63,9 +63,7 @@ def load_trace(path: str | Path, steps: int | None = None, column: str | int | N
                         "0-based index (--column)"
                     )
                 i = index or 0
-                if i >= len(fields):
-                    raise ValueError(f"{where} line {lineno}: no column {i} (the line has {len(fields)})")
-                if _number(fields[i]) is None:
+                if i < len(fields) and _number(fields[i]) is None:
                     continue  # a header
             i = index or 0
             if i >= len(fields):
