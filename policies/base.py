@@ -120,6 +120,10 @@ class Observation:
     ``budget_wait_periods``: periods until the application could reconfigure again after a reconfiguration now
     (the AM's token bucket; 0 when a token would be left, ``inf`` with no budget): how much further ahead a
     change made now must carry the operator.
+    ``node_limited``: the operator's last scale-out waited for nodes in a region that cannot hold what runs there
+    plus what waits (its node limit): the replicas asked for may never come, so a policy that can (model-based
+    with ``multi_step``) asks instead for the deployment expected to meet the bound with the fewest new replicas,
+    of any node type.
     """
 
     deployment: np.ndarray
@@ -130,6 +134,7 @@ class Observation:
     complete: bool = True
     processing_rate: float | None = None
     budget_wait_periods: float = 0.0
+    node_limited: bool = False
 
 
 @dataclass

@@ -130,6 +130,21 @@ def node_counts(doc: dict[str, Any] | None) -> dict[str, dict[str, int]]:
     return {t: dict(c) for t, c in (doc.get("nodes") or derive(dict(doc))["nodes"]).items()}
 
 
+def over_node_limit(doc: dict[str, Any] | None, max_nodes: int, waiting_slots: dict[str, int]) -> bool:
+    """Whether the region of ``doc`` cannot hold, within ``max_nodes`` nodes, the replicas running or granted
+    there plus ``waiting_slots`` (node type -> replicas waiting for nodes): ``sum over types of
+    ceil((used_slots + waiting) / cores) > max_nodes``. False for a document of another format (no accounting)."""
+    if not doc or doc.get("format") != FORMAT:
+        return False
+    used = used_by_type(doc)
+    needed = 0
+    for t in set(used) | set(waiting_slots) | set(doc.get("types") or {}):
+        cores = max(int(((doc.get("types") or {}).get(t) or {}).get("cores", 1)), 1)
+        slots = int(used.get(t, 0)) + max(int(waiting_slots.get(t, 0)), 0)
+        needed += -(-slots // cores)
+    return needed > int(max_nodes)
+
+
 def region_node_counts(region_id: int) -> dict[str, dict[str, int]]:
     """:func:`node_counts` of the region's stored document (empty before its first step or when it publishes
     none); the API's ``node_counts`` and the dashboard's region page both come from here."""

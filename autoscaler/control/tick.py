@@ -387,6 +387,8 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
     budget_wait = TokenBucket(app.eta_r, bucket_cap, held).wait_after_one()
     cost_total = 0.0
     decisions: list[Decision] = []
+    # operators whose scale-out waited last period in a region that cannot hold it (Observation.node_limited)
+    node_limited = set(app_mem.get("node_limited") or ())
     for i, op in enumerate(topo.operators):
         m = metrics.operators[op.name]
         k = topo.vector(m.deployment)
@@ -395,7 +397,15 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
         violated = rt is None or not np.isfinite(rt) or rt > policy.spec.r_max_s
         violated_any = violated_any or violated
         obs = Observation(
-            k, float(m.input_rate), rt, violated, m.utilisation, True, m.processing_rate, budget_wait
+            k,
+            float(m.input_rate),
+            rt,
+            violated,
+            m.utilisation,
+            True,
+            m.processing_rate,
+            budget_wait,
+            op.name in node_limited,
         )
         proposal = policy.step(obs)
         policies.append(policy)
@@ -545,6 +555,12 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
     if waiting or app_mem.get("waiting"):
         _record_waiting(app, topo, waiting, tick.slot)
         app_mem["waiting"] = len(waiting)
+    # an operator stays node-limited while its scale-out waits: the region's demand with its fewer-replica
+    # request may fit, and going back to the request that did not would wait for nodes that never come
+    waiting_names = {op.name for op in topo.operators if op.pk in waiting}
+    limited = set(_node_limited(topo, waiting, capacity.snapshots)) | (node_limited & waiting_names)
+    if limited or node_limited:
+        app_mem["node_limited"] = sorted(limited)
     # the IM's pending consolidation: in this period's batched reconfiguration, or its own if a token is left
     consolidation.take(app, tick, decisions, plan, before, arbiter.bucket)
     control.bucket_tokens = arbiter.bucket.tokens
@@ -611,6 +627,28 @@ def _run_guard(
     tuned = CostWeights(float(w["perf"]), float(w["res"]), float(w["rcf"])) if w else EQUAL_WEIGHTS
     for policy in policies:
         policy.reconfigure(guarded_weights(tuned, control.am_config))
+
+
+def _node_limited(topo: Topology, waiting: dict, snapshots: dict[int, dict]) -> list[str]:
+    """Names of the operators waiting for nodes in a region that cannot hold what runs there plus what this
+    application's operators wait for (:func:`autoscaler.control.capacity.over_node_limit`)."""
+    if not waiting:
+        return []
+    per_region: dict[int, dict[str, int]] = {}
+    for region_id, node_type, slots, _ in waiting.values():
+        per_type = per_region.setdefault(region_id, {})
+        per_type[node_type] = per_type.get(node_type, 0) + int(slots)
+    full = {
+        op.deployment.region_id
+        for op in topo.operators
+        if op.deployment.region_id in per_region
+        and region_capacity.over_node_limit(
+            snapshots.get(op.deployment.region_id),
+            op.deployment.region.max_nodes,
+            per_region[op.deployment.region_id],
+        )
+    }
+    return sorted(op.name for op in topo.operators if op.pk in waiting and waiting[op.pk][0] in full)
 
 
 def _still_awaits(change, names: list[str], node_type: str | None) -> bool:

@@ -235,6 +235,7 @@ class ModelBased(Policy):
         self.trend = forecast.RateTrend(self.params["trend_periods"])
         self.lead = forecast.LeadTime()
         self._forecast_note: dict[str, Any] | None = None  # the explanation of this step's planned rate
+        self._frugal_note: dict[str, Any] | None = None  # the explanation of a step chosen under a node limit
         self._waiting_jump: np.ndarray | None = None  # the last step proposed (kept while it waits)
         self._model_key = self._current_key()
         self._refresh_derived()
@@ -440,6 +441,7 @@ class ModelBased(Policy):
     ) -> tuple[int, dict[int, float]]:
         self._jump = None
         self._forecast_note = None
+        self._frugal_note = None
         d = self.space.lookup(k)
         if d < 0:
             return outside_space_action(self.space, k, self.spec), {}
@@ -459,6 +461,10 @@ class ModelBased(Policy):
                 if self.space.class_n[self.space.cls[t]] >= n_now
             }
             q = {a: v for a, v in q.items() if a in keep}
+        if self.params["multi_step"] and obs is not None and obs.node_limited:
+            frugal = self._fewest_new_replicas(d, level)
+            if frugal is not None:
+                return self._frugal_action(k, d, frugal, q, explain)
         if self.params["multi_step"]:
             jump = self._best_jump(d, level, overloaded, rising, bar=min(q.values()))
             if jump is not None and jump[1] < min(q.values()) - 1e-12:
@@ -508,8 +514,11 @@ class ModelBased(Policy):
         return float(np.asarray(k, dtype=float) @ np.asarray(self.spec.speedups, dtype=float))
 
     def explanation_extras(self) -> dict[str, Any]:
-        """The planned rate of this step, when a trend moved it (``trend_periods``)."""
-        return {} if self._forecast_note is None else {"forecast": self._forecast_note}
+        """The planned rate of this step, when a trend moved it (``trend_periods``), and the node-limit step."""
+        extras: dict[str, Any] = {} if self._forecast_note is None else {"forecast": self._forecast_note}
+        if self._frugal_note is not None:
+            extras["node_limit"] = self._frugal_note
+        return extras
 
     def _best_jump(
         self, d: int, level: int, overloaded: bool, rising: bool = False, bar: float = math.inf
@@ -554,6 +563,48 @@ class ModelBased(Policy):
             return waiting, float(q[waiting])
         best = int(np.flatnonzero(ok)[np.argmin(q[ok])])
         return best, float(q[best])
+
+    def _fewest_new_replicas(self, d: int, level: int) -> tuple[int, float] | None:
+        """Under a node limit (``Observation.node_limited``): the deployment expected to meet the bound at this
+        rate level (no learned violation) that adds the fewest replicas to ``d`` (new nodes), of any node type,
+        and its one-step look-ahead value; ties by that value. Summed over operators, the fewest new replicas
+        each is the fewest new nodes for all, so the region's limit binds as late as it can. None when ``d``
+        itself is expected to meet the bound or no deployment within ``K_max`` is."""
+        space = self.space
+        meets = self.v_hat[space.cls, level] == 0.0
+        if meets[d]:
+            return None
+        totals = self._space_columns()[0]
+        ok = meets & (totals >= self.spec.k_min) & (totals <= self.spec.k_max)
+        if not ok.any():
+            return None
+        if self._cost is None:
+            self._cost = self._state_cost()
+        q = (self._cost + self.future) @ self.p_hat[level]
+        q *= self.spec.gamma
+        q += self.spec.weights.rcf
+        added = np.maximum(space.deployments - space.deployments[d], 0).sum(axis=1)
+        idx = np.flatnonzero(ok)
+        best = idx[np.lexsort((q[idx], added[idx]))[0]]
+        return int(best), float(q[best])
+
+    def _frugal_action(
+        self, k: np.ndarray, d: int, target: tuple[int, float], q: dict[int, float], explain: bool
+    ) -> tuple[int, dict[int, float]]:
+        """Propose the step to :meth:`_fewest_new_replicas`' deployment: its one-replica action when it is one
+        away, else a multi-replica step (kept as the plan while it waits)."""
+        acts, dst, _ = self.space.moves(d)
+        hit = np.flatnonzero(dst == target[0])
+        self._frugal_note = {
+            "reason": "the region's node limit: the deployment expected to meet the bound with the fewest new "
+            "replicas",
+            "target": self.space.deployments[target[0]].tolist(),
+        }
+        if hit.size:
+            return self._proposing(k, int(acts[hit[0]]), explain), (q if explain else {})
+        self._jump = self.space.deployments[target[0]].copy()
+        q = {**q, JUMP: target[1]}
+        return self._proposing(k, JUMP, explain), (q if explain else {})
 
     def _space_columns(self) -> tuple[np.ndarray, ...]:
         """Per deployment of the space: total replicas, capacity (sum of speedups), replicas of its class and the

@@ -74,6 +74,7 @@ class SimpleProvisioning(RegionManager):
         room = self.k_max - state.n_nodes
         idle_spare = np.maximum(np.asarray(state.idle) - taken, 0)
         out: list[RMProposal] = self._make_room(state, int(np.sum(short)) - room, idle_spare, waiting)
+        room -= sum(p.delta for p in out)  # the released nodes' room serves the waiting requests at this step
         for i in [i for i in np.argsort(-short, kind="stable") if want[i] > 0]:
             n = min(int(want[i]), room)
             if n <= 0:
@@ -102,7 +103,8 @@ class SimpleProvisioning(RegionManager):
         self, state: RegionState, missing: int, idle_spare: np.ndarray, waiting: np.ndarray
     ) -> list[RMProposal]:
         """At the region's node limit, release up to ``missing`` idle nodes that no waiting request will take
-        (most expensive first), so that the nodes the requests wait for can be acquired at the next step. Without
+        (most expensive first), so that the nodes the requests wait for can be acquired in their place (at this
+        step, within the region's new nodes per period). Without
         it a full region whose idle nodes are of other types (a scale-out that changes node type) never serves
         the request: nothing is released while something waits, and nothing is acquired beyond the limit."""
         n = min(missing, int(np.sum(idle_spare)))

@@ -55,7 +55,13 @@ def test_a_deployment_applied_after_the_first_step_gets_its_nodes():
     row = RegionTick.objects.get(region=region, slot=10)
     assert any("adopted" in e for e in row.executed)
     assert counts(region)["A1"] == {
-        "ready": 3, "pending": 0, "used": 3, "free": 0, "ready_slots": 3, "used_slots": 3, "free_slots": 0,
+        "ready": 3,
+        "pending": 0,
+        "used": 3,
+        "free": 0,
+        "ready_slots": 3,
+        "used_slots": 3,
+        "free_slots": 0,
         "unplaced": 0,
     }
     topo = topology(late)
@@ -74,8 +80,13 @@ def test_the_rm_acquires_the_node_type_a_request_waits_for():
     region_step(region.pk, 11)  # 660 s: the A2 is ready and idle
     assert counts(region)["A2"]["free"] == 1 and counts(region)["A1"]["free"] == 0
     WaitingRequest.objects.create(
-        region=region, application=app, operator=app.operators.get(name="op0"), node_type="A1",
-        since_slot=11, last_slot=11, reason="waiting for capacity in region region-a: no free node of A1",
+        region=region,
+        application=app,
+        operator=app.operators.get(name="op0"),
+        node_type="A1",
+        since_slot=11,
+        last_slot=11,
+        reason="waiting for capacity in region region-a: no free node of A1",
     )
     region_step(region.pk, 12)
     row = RegionTick.objects.get(region=region, slot=12)
@@ -101,7 +112,9 @@ def test_a_grant_not_yet_applied_keeps_its_slot_across_a_step():
     Tick.objects.create(application=one, slot=10, period_s=60.0, status=Tick.Status.APPLYING)
     declare(one, "rm", "simple", {"n_idle": 0})  # the RM would now release every idle node
     region_step(region.pk, 10)
-    assert RegionNode.objects.filter(region=region, node_type="A2", state="ready").count() == 1  # not released
+    assert (
+        RegionNode.objects.filter(region=region, node_type="A2", state="ready").count() == 1
+    )  # not released
     assert counts(region)["A2"]["used"] == 1 and counts(region)["A2"]["free"] == 0
     other = topology(two)
     assert capacity.read(other, [other.vector({"A1": 1})]).slots.tolist()[1] == 0  # not granted twice
@@ -133,7 +146,13 @@ def test_api_page_and_document_show_the_same_counts(client):
     body = api.get("/api/v1/control/regions/region-a/").json()
     assert body["node_counts"] == doc["nodes"] == capacity.node_counts(doc)
     assert body["node_counts"]["A1"] == {
-        "ready": 2, "pending": 0, "used": 2, "free": 0, "ready_slots": 2, "used_slots": 2, "free_slots": 0,
+        "ready": 2,
+        "pending": 0,
+        "used": 2,
+        "free": 0,
+        "ready_slots": 2,
+        "used_slots": 2,
+        "free_slots": 0,
         "unplaced": 0,
     }
     assert body["steps"][0]["state"]["nodes"] == doc["nodes"]
@@ -194,12 +213,15 @@ class LossyProvider(BookkeepingProvider):
 def _world(delay_s: float) -> tuple[Region, list[Application]]:
     ensure_region()
     catalog = NodeTypeCatalog.objects.create(name="prop-nodes")
-    NodeType.objects.create(catalog=catalog, position=0, name="S", cores=1, memory_mib=1024, speedup=1.0,
-                            price_per_hour=1.0)
-    NodeType.objects.create(catalog=catalog, position=1, name="M", cores=2, memory_mib=2048, speedup=1.5,
-                            price_per_hour=1.8)
-    region = Region.objects.create(name="prop", catalog=catalog, max_nodes=40, max_new_nodes_per_period=4,
-                                   provisioning_delay_s=delay_s)
+    NodeType.objects.create(
+        catalog=catalog, position=0, name="S", cores=1, memory_mib=1024, speedup=1.0, price_per_hour=1.0
+    )
+    NodeType.objects.create(
+        catalog=catalog, position=1, name="M", cores=2, memory_mib=2048, speedup=1.5, price_per_hour=1.8
+    )
+    region = Region.objects.create(
+        name="prop", catalog=catalog, max_nodes=40, max_new_nodes_per_period=4, provisioning_delay_s=delay_s
+    )
     apps = []
     for i in range(N_APPS):
         app = simulated_pipeline(f"p{i}", n_operators=N_OPS, owner=f"owner{i % 2}")
@@ -256,13 +278,20 @@ def _am_round(app: Application, asks: list[tuple[int, int, int]], slot: int, def
         elif r.action and d.waits_for_capacity:
             t, _ = action_delta(r.action, n)
             WaitingRequest.objects.create(
-                region=op.deployment.region, application=app, operator=op, node_type=topo.type_names[t],
-                since_slot=slot, last_slot=slot, reason=d.reason,
+                region=op.deployment.region,
+                application=app,
+                operator=op,
+                node_type=topo.type_names[t],
+                since_slot=slot,
+                last_slot=slot,
+                reason=d.reason,
             )
             events.append(("wait", topo.type_names[t]))
     if plan:
         Tick.objects.update_or_create(
-            application=app, slot=slot, defaults={"period_s": PERIOD_S, "status": Tick.Status.APPLYING, "plan": plan}
+            application=app,
+            slot=slot,
+            defaults={"period_s": PERIOD_S, "status": Tick.Status.APPLYING, "plan": plan},
         )
         if not defer:
             _apply_pending(app)
@@ -299,7 +328,9 @@ ACTION = st.one_of(
     st.tuples(
         st.just("ask"),
         st.integers(0, N_APPS - 1),
-        st.lists(st.tuples(st.integers(0, N_OPS - 1), st.integers(0, 1), st.booleans()), min_size=1, max_size=2),
+        st.lists(
+            st.tuples(st.integers(0, N_OPS - 1), st.integers(0, 1), st.booleans()), min_size=1, max_size=2
+        ),
         st.booleans(),
     ),
 )
@@ -334,7 +365,9 @@ def test_node_accounting_invariants_over_random_request_sequences(delay_periods,
         _check(region)
         # (a booting node the provider does not list yet is kept until one period after its ready time)
         live = {n.node_id for n in provider.nodes()}
-        recorded = set(RegionNode.objects.filter(region=region, state="ready").values_list("node_id", flat=True))
+        recorded = set(
+            RegionNode.objects.filter(region=region, state="ready").values_list("node_id", flat=True)
+        )
         assert recorded <= live
         transaction.set_rollback(True)
 
@@ -343,7 +376,9 @@ def test_waits_in_the_replayed_demo_never_find_a_free_node():
     """The demo's shape over the real tick: three operators under an exploring OM, the region's RM stepping
     every period with a provisioning delay of 3 periods; every wait finds no free node of its type, and no
     type ever runs more replicas than its ready slots."""
-    app = simulated_pipeline("demo-like", n_operators=3, om_policy="ql-pds-plus", period_s=10.0, rate_scale=0.6)
+    app = simulated_pipeline(
+        "demo-like", n_operators=3, om_policy="ql-pds-plus", period_s=10.0, rate_scale=0.6
+    )
     region = Region.objects.get(name="region-a")
     Region.objects.filter(pk=region.pk).update(provisioning_delay_s=30.0)
     waits = 0
@@ -369,3 +404,26 @@ def _check_real(region: Region) -> None:
         assert c["used_slots"] >= running.get(t, 0)
         assert running.get(t, 0) <= c["ready_slots"], (t, c, running)
     assert np.all([c["unplaced"] == 0 for c in doc["nodes"].values()])
+
+
+def test_over_node_limit_counts_what_runs_what_was_granted_and_what_waits_in_nodes():
+    """``capacity.over_node_limit`` (the tick's ``Observation.node_limited``): nodes needed = per type
+    ceil((replicas running + granted + waiting) / cores), against the region's node limit."""
+    doc = capacity.build(
+        1,
+        5,
+        {
+            "A1": {"cores": 1, "ready": 4, "pending": 0, "idle": 1},
+            "A2": {"cores": 2, "ready": 2, "pending": 1, "idle": 0},
+        },
+        {7: {"A1": 3, "A2": 3}},
+        [{"app": 8, "slot": 5, "operator": "x", "node_type": "A1", "n": 1}],
+        {},
+    )
+    # runs: A1 3 + granted 1 = 4 nodes, A2 3 slots = 2 nodes: 6 nodes
+    assert not capacity.over_node_limit(doc, 6, {})
+    assert capacity.over_node_limit(doc, 5, {})
+    assert not capacity.over_node_limit(doc, 6, {"A2": 1})  # the fourth A2 slot fits the second node's core
+    assert capacity.over_node_limit(doc, 6, {"A2": 2})
+    assert capacity.over_node_limit(doc, 7, {"A1": 1, "A2": 2})
+    assert not capacity.over_node_limit({"format": 1}, 0, {"A1": 5})  # no accounting: never limited

@@ -153,3 +153,33 @@ def test_the_queueing_guess_replaces_the_midpoint_only_inside_the_bracket() -> N
     assert per_replica_bounds(lo, hi, guess).tolist() == [110.0, 170.0, np.inf]
     # a guess outside [lo, hi) (a period within the bound above it, or below the bracket) leaves the midpoint
     assert per_replica_bounds(np.array([120.0, 0.0, 0.0]), hi, guess).tolist()[0] == 130.0
+
+
+def test_under_a_node_limit_the_step_adds_the_fewest_replicas_that_meet_the_bound() -> None:
+    """``Observation.node_limited``: after a 4x step on 2 x A2, the unlimited choice stays on A2 (6 replicas,
+    4 new); under the region's node limit the step goes to the deployment the model expects to meet the bound
+    with the fewest new replicas, of any type (3 x A3: 3 new), and says why."""
+    s = spec()
+
+    def at_step(limited: bool) -> tuple[np.ndarray, dict]:
+        policy = ModelBased(s, MULTI, seed=1)
+        k = np.array([0, 2, 0])
+        for rate in [150.0] * 40 + [600.0]:
+            r = TRUE.response_time(k, s.speedups, rate)
+            u = min(TRUE.utilisation(k, s.speedups, rate), 1.0)
+            obs = Observation(
+                k.copy(), rate, r if np.isfinite(r) else None, not r <= s.r_max_s, u, True,
+                min(rate, TRUE.capacity(k, s.speedups)), node_limited=limited and rate > 150.0,
+            )  # fmt: skip
+            proposal = policy.step(obs)
+        return proposal.deployment, proposal.explanation
+
+    unlimited, explanation = at_step(False)
+    assert unlimited[1] >= 5 and unlimited[[0, 2]].sum() == 0, unlimited  # same type, >= 3 new replicas
+    assert "node_limit" not in explanation
+    limited, explanation = at_step(True)
+    new = np.maximum(limited - np.array([0, 2, 0]), 0).sum()
+    assert new < np.maximum(unlimited - np.array([0, 2, 0]), 0).sum()
+    assert capacity(limited) > 600.0, limited  # it carries the rate
+    assert explanation["node_limit"]["target"] == limited.tolist()
+    assert "fewest new replicas" in explanation["node_limit"]["reason"]

@@ -202,15 +202,16 @@ def test_simple_state_round_trip() -> None:
 def test_simple_makes_room_at_the_limit_for_a_type_the_requests_wait_for() -> None:
     """A full region (10 of 10 nodes) whose idle nodes are of other types than the one requests wait for: before,
     it neither released (something waits) nor acquired (the limit); now it releases idle nodes no request will
-    take, most expensive first, and acquires the awaited type once there is room."""
+    take, most expensive first, and acquires the awaited type in the room they leave, at the same step."""
     a1, a2, a3 = NodeType("A1", 1.0, 1.0), NodeType("A2", 0.7, 0.7), NodeType("A3", 1.3, 1.3)
     rm = SimpleProvisioning("r", (a1, a2, a3), 10, {"n_idle": 1})
     waiting = np.array([0, 0, 3])  # 3 slots of A3 waited for
     full = RegionState("r", np.array([6, 4, 0]), np.zeros(3, dtype=int), np.array([1, 2, 0]), 7, 10, 0.9, 1, 3,
                        waiting, np.array([1, 2, 0]))  # fmt: skip
     props = rm.propose(full)
-    assert [(p.node_type, p.delta) for p in props] == [("A1", -1), ("A2", -2)]
-    assert all("to make room" in p.reason and "A3" in p.reason for p in props)
+    assert [(p.node_type, p.delta) for p in props] == [("A1", -1), ("A2", -2), ("A3", 3)]
+    assert all("to make room" in p.reason and "A3" in p.reason for p in props[:2])
+    assert "3 slot(s) of A3 waited for" in props[2].reason
     roomy = RegionState("r", np.array([5, 2, 0]), np.zeros(3, dtype=int), np.zeros(3, dtype=int), 7, 7, 0.9, 1, 3,
                         waiting, np.zeros(3, dtype=int))  # fmt: skip
     (p,) = rm.propose(roomy)
