@@ -15,8 +15,10 @@ proposal so that:
 * a multi-replica step (``JUMP``: several replicas, or a change of node type) is one change like any other;
   it counts as a scale-in only when it removes replicas and adds none;
 * optionally (``defer_for_nodes``, batching only) a period's batch in which no operator violated its bound is
-  deferred while a scale-out of the same period waits for nodes: the operators reconfigure together once the
-  nodes are there (one token) instead of one after the other (one token each). A violation ends the wait;
+  deferred while a scale-out of the same period waits for nodes, or lost the last free one to a batch-mate: the
+  operators reconfigure together once the nodes are there (one token) instead of one after the other (one token
+  each), and every scale-out of the deferred batch waits for its nodes (the RM provisions for all of them). A
+  violation ends the wait;
 * conflicts (two operators asking for the last node of a type) are resolved by priority: scale-ins are applied
   first (they free nodes), then scale-outs of operators that violated their bound, then by utilisation
   (busiest first), then by operator order.
@@ -270,15 +272,30 @@ class Arbiter:
             self.batching
             and self.defer_for_nodes
             and feasible
-            and no_node
+            and (no_node or lost_conflict)
             and not any(r.violated for r in feasible)
         ):
-            # nothing urgent: wait for the nodes and reconfigure together (a node a batch-mate took is free again)
+            # nothing urgent: wait for the nodes and reconfigure together. Every scale-out of the batch waits for
+            # the nodes it adds (so the RM provisions for the whole batch, not only for the requests that found
+            # none): a node a batch-mate would have taken is free, but not enough for all of them
             short_ops = sorted({r.operator for r, _ in lost_conflict} | set(no_node))
             why = f"deferred: to reconfigure together with operator(s) {short_ops}, waiting for nodes"
             for r in feasible:
-                decisions[id(r)] = Decision(r.operator, r.action, 0, why)
-            free_after_all(why)
+                added = np.flatnonzero(delta[id(r)] > 0)
+                decisions[id(r)] = Decision(
+                    r.operator, r.action, 0, why, int(added[0]) if added.size else None
+                )
+            cap = self.node_capacity
+            for r, t in lost_conflict:
+                free = 0 if cap is None else max(int(cap[t] - in_use_before[t]), 0)
+                decisions[id(r)] = Decision(
+                    r.operator,
+                    r.action,
+                    0,
+                    f"denied: no free node of {self._type_name(t)} for the whole batch ({free} free): waiting "
+                    "for nodes to reconfigure together",
+                    t,
+                )
             feasible = []
         elif self.batching:
             only_ins = all(scale_in[id(r)] for r in feasible)

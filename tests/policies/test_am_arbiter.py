@@ -186,3 +186,30 @@ def test_the_wait_after_one_reconfiguration_is_what_the_bucket_allows() -> None:
     assert TokenBucket(0.1, 3.0, 1.4).wait_after_one() == pytest.approx(5.0)  # 0.5 left: 5 periods to 1
     assert TokenBucket(0.1, 3.0, 0.0).wait_after_one() == pytest.approx(19.0)  # none now: 9 to one, 10 more
     assert TokenBucket(0.0, 1.0, 1.0).wait_after_one() == float("inf")
+
+
+def test_a_batch_waits_when_a_batch_mate_lost_the_last_node_to_it() -> None:
+    """Three operators ask for one A2 each and one A2 node is free: the first would take it and the others would
+    wait, each needing a token of its own later (seen in bench_loop's ramp: the other two then violated while the
+    bucket refilled). With ``defer_for_nodes`` the batch waits for all three, unless one violates; the node the
+    first would have taken stays free, and all three wait for nodes."""
+    add_a2 = 4
+    reqs = [Request(u, np.array([0, 6]), add_a2, False, 0.8 - 0.1 * u) for u in range(3)]
+
+    def arbiter(defer: bool) -> Arbiter:
+        return Arbiter(eta_r=0.1, bucket_capacity=3.0, k_max=10, node_capacity=[0, 19],
+                       node_type_names=["A1", "A2"], defer_for_nodes=defer)  # fmt: skip
+
+    d = arbiter(True).arbitrate(reqs)
+    assert not any(x.granted for x in d)
+    assert d[0].reason.startswith("deferred: to reconfigure together with operator(s) [1, 2]"), d[0].reason
+    # every scale-out of the batch waits for its node, so that the RM provisions for all three
+    assert all(x.waits_for_capacity and x.short_type == 1 for x in d), [x.reason for x in d]
+    assert (
+        d[1].reason
+        == "denied: no free node of A2 for the whole batch (1 free): waiting for nodes to reconfigure together"
+    )
+    d = arbiter(False).arbitrate(reqs)
+    assert d[0].granted and not d[1].granted and not d[2].granted
+    urgent = [Request(0, np.array([0, 6]), add_a2, True, 0.9), *reqs[1:]]
+    assert arbiter(True).arbitrate(urgent)[0].granted  # a violation ends the wait
