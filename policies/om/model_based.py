@@ -446,7 +446,8 @@ class ModelBased(Policy):
         if d < 0:
             return outside_space_action(self.space, k, self.spec), {}
         wait = obs.budget_wait_periods if obs is not None else 0.0
-        level = self.levels.level(self._planned_rate(rate, wait))
+        planned = self._planned_rate(rate, wait)
+        level = self.levels.level(planned)
         q = self._q_values(d, level)
         overloaded = self.params["capacity_bound"] and obs is not None and self._overloaded(obs)
         # while the rate rises (trend_periods), removing replicas spends a reconfiguration that the next scale-out
@@ -461,6 +462,8 @@ class ModelBased(Policy):
                 if self.space.class_n[self.space.cls[t]] >= n_now
             }
             q = {a: v for a, v in q.items() if a in keep}
+        if rising and planned > rate:
+            q = self._grow_past_bound(d, planned, q)
         if self.params["multi_step"] and obs is not None and obs.node_limited:
             frugal = self._fewest_new_replicas(d, level)
             if frugal is not None:
@@ -563,6 +566,22 @@ class ModelBased(Policy):
             return waiting, float(q[waiting])
         best = int(np.flatnonzero(ok)[np.argmin(q[ok])])
         return best, float(q[best])
+
+    def _grow_past_bound(self, d: int, planned: float, q: dict[int, float]) -> dict[int, float]:
+        """On a rising trend whose planned rate (tuples/s) passes the rate the deployment ``d`` is learned to carry
+        within the bound (its class's threshold), only the actions that add capacity: staying is a foreseen
+        violation. The level's violation estimate cannot see it: it weighs the rates seen inside the level so far,
+        which on a ramp are the level's lowest (seen on bench_loop's ramp: a request withdrawn one period before
+        the violation it was made for, and the nodes provisioned for it released)."""
+        if not self.threshold_mode or self._thresholds is None:
+            return q
+        if planned <= self._thresholds[self.space.cls[d]]:
+            return q
+        speed = self._space_columns()[1]
+        acts, dst, _ = self.space.moves(d)
+        grow = {a for a, t in zip(acts, dst.tolist(), strict=True) if speed[t] > speed[d] + 1e-9}
+        kept = {a: v for a, v in q.items() if a in grow}
+        return kept or q
 
     def _fewest_new_replicas(self, d: int, level: int) -> tuple[int, float] | None:
         """Under a node limit (``Observation.node_limited``): the deployment expected to meet the bound at this
