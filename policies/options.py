@@ -166,7 +166,8 @@ OPTIONS: tuple[Option, ...] = (
        "bench am: changes of one period batched"),
     _o("defer_for_nodes", L, AM_NAMES, "bool", True, "",
        "Defer a period's changes when no operator violated its bound while another operator's scale-out waits for "
-       "nodes: they reconfigure together once the nodes are ready (one token instead of one each).",
+       "nodes (none free, or the last one taken by a batch-mate): every scale-out of the batch waits for its "
+       "nodes and they reconfigure together once the nodes are ready (one token instead of one each).",
        "bench_loop: the ramp's operators spent a token each, one or two periods apart"),
     _o("hold_scale_ins", L, AM_NAMES, "bool", True, "",
        "Deny the scale-ins of operators that did not violate while another operator violates its bound.",
