@@ -2,6 +2,9 @@
 
 - :func:`observe` (every tick, after the monitor's collect): a deployment whose status is still empty gets the
   deployment the engine reported for the period (``status_source`` "observed");
+- :func:`drifted` (every tick whose observed period began without a change): an operator the engine reports
+  running other replicas than in the previous period gets them (``status_source`` "observed"), e.g. after an
+  executor was lost or the job was scaled by hand;
 - :func:`record_apply` (every apply result the tick records, rollbacks and reconciliations included): each
   operator whose engine-reported deployment differs from its status gets the new one, since now, with the tick's
   decision about it and the engine's identifiers (``status_source`` "control").
@@ -33,6 +36,21 @@ def observe(app: Application, metrics: PeriodMetrics) -> int:
         if m is None or not m.deployment:
             continue
         _set_status(dep, m.deployment, source="observed", decision=None, engine_ids={})
+        written += 1
+    return written
+
+
+def drifted(app: Application, deployments: dict[str, dict[str, int]]) -> int:
+    """The engine runs ``deployments`` (operator -> replicas per node type) for operators whose deployment changed
+    without an apply (an executor lost, a job scaled by hand): write each one that differs from its status
+    (``status_source`` "observed", no decision) and append it to the history. Returns the number written."""
+    written = 0
+    deps = Deployment.objects.filter(operator__application=app, operator__name__in=list(deployments))
+    for dep in deps.select_related("operator", "region"):
+        replicas = positive_replicas(deployments[dep.operator.name])
+        if dep.status_replicas is not None and replicas == positive_replicas(dep.status_replicas):
+            continue
+        _set_status(dep, replicas, source="observed", decision=None, engine_ids=dep.status_engine_ids or {})
         written += 1
     return written
 

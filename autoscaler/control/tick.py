@@ -372,6 +372,7 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
     memory: dict[str, Any] = dict(control.operator_memory or {})
     app_mem = dict(memory.get("__app__", {}))
     reconfigured = app_mem.get("last_apply_slot") == tick.slot - 1
+    _record_drift(app, topo, metrics, app_mem, reconfigured)
     am_name, am_params = policy_choice(app, "am", DEFAULT_AM_POLICY)
     am_options = options.resolve("am", am_name, am_params)  # bucket, reserve, batching, hold, guard
     policies: list[Policy] = []
@@ -627,6 +628,25 @@ def _run_guard(
     tuned = CostWeights(float(w["perf"]), float(w["res"]), float(w["rcf"])) if w else EQUAL_WEIGHTS
     for policy in policies:
         policy.reconfigure(guarded_weights(tuned, control.am_config))
+
+
+def _record_drift(
+    app: Application, topo: Topology, metrics: PeriodMetrics, app_mem: dict[str, Any], reconfigured: bool
+) -> None:
+    """The engine's deployments that changed since the previous period without an apply between them (the
+    observed period did not begin with a change) become the deployments' status (``status.drifted``); what was
+    seen is kept in ``app_mem["seen"]`` for the next period. Costs a query only when something drifted."""
+    seen = app_mem.get("seen") or {}
+    now = {
+        op.name: deployment_status.positive_replicas(metrics.operators[op.name].deployment)
+        for op in topo.operators
+        if metrics.operators[op.name].deployment
+    }
+    if not reconfigured:
+        changed = {name: dep for name, dep in now.items() if name in seen and dep != seen[name]}
+        if changed:
+            deployment_status.drifted(app, changed)
+    app_mem["seen"] = now
 
 
 def _node_limited(topo: Topology, waiting: dict, snapshots: dict[int, dict]) -> list[str]:

@@ -162,3 +162,25 @@ def test_the_application_phase_follows_its_state_and_last_tick():
     app.state = "paused"
     app.save()
     assert application_status(app)["phase"] == "Paused"
+
+
+def test_a_deployment_changed_on_the_engine_without_an_apply_becomes_the_status():
+    """Drift: the engine loses a replica (or someone scales the job by hand) between two periods without an
+    apply; the next tick writes the engine's deployment as the status (source "observed", no decision) and
+    appends it to the history."""
+    app = simulated_pipeline("drift", n_operators=2, rate_scale=0.2)
+    for slot in range(10, 14):
+        run_tick(app.pk, slot)
+    engine = SimulatedEngine.objects.get(application=app)
+    name = sorted(engine.deployments)[0]
+    before = {t: n for t, n in engine.deployments[name].items() if n}
+    lost = dict(before)
+    lost["A2"] = lost.get("A2", 0) + 2  # two replicas appear that no decision asked for
+    engine.deployments = {**engine.deployments, name: lost}
+    engine.save()
+    run_tick(app.pk, 14)  # observes period 13: the engine's change happened before it
+    run_tick(app.pk, 15)  # observes period 14: still no apply in between -> drift
+    dep = Deployment.objects.get(operator__application=app, operator__name=name)
+    rows = list(dep.history.filter(source="observed").values_list("replicas", "decision_id"))
+    assert (lost, None) in rows, rows
+    assert dep.replicas == {"A1": 1}  # the declared spec is untouched
