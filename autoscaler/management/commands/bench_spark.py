@@ -91,6 +91,11 @@ class Command(BaseCommand):
             help="print the slice and the clairvoyant floor of executor-seconds, start nothing",
         )
         parser.add_argument("--write", action="store_true", help="write the section in docs/benchmarks.md")
+        parser.add_argument(
+            "--series-json",
+            default="",
+            help="write every run's per-period measurements (with its micro-batches) to this JSON file",
+        )
 
     def handle(self, *args, **opts) -> None:  # noqa: ANN002, ANN003
         from connectors.spark.bench.runner import BenchConfig, run_strategy, static_sizes
@@ -196,6 +201,8 @@ class Command(BaseCommand):
                 res = run_strategy(cfg, strategy, log=lambda s: self.stdout.write(s))
                 self.stdout.write(f"  done in {time.time() - t:.0f} s: {res.row()}")
                 results.append(res)
+                if opts["series_json"]:  # after every run: a later failure keeps the earlier runs
+                    _write_series(Path(opts["series_json"]), cfg, results)
         finally:
             cluster.stop()
         body = self._table(results, cfg, peak, mean, trace_start, mu_oracle, bound)
@@ -256,3 +263,14 @@ class Command(BaseCommand):
 def _num(value: float | None, digits: int) -> str:
     """``value`` rounded to ``digits`` decimals, "-" when there is none."""
     return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _write_series(path: Path, cfg: BenchConfig, results: list[RunResult]) -> None:
+    """Every run's per-period rows (``RunResult.series``: rates in records/s, times in s, and the period's
+    micro-batches) with the benchmark's settings, as one JSON object."""
+    import dataclasses
+    import json
+
+    config = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in ("master", "workdir")}
+    runs = [{"strategy": r.strategy, "series": r.series} for r in results]
+    path.write_text(json.dumps({"config": config, "runs": runs}, indent=1))

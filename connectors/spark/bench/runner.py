@@ -122,6 +122,16 @@ def period_stats(
     )
 
 
+def batch_detail(prog: list[dict]) -> dict[str, list]:
+    """The period's micro-batches one by one (the engine model's samples, ``policies.engine_model``):
+    ``batch_ids``, ``batch_rows`` (records read) and ``batch_s`` (duration, s), in the order reported."""
+    return {
+        "batch_ids": [int(p.get("batchId", -1)) for p in prog],
+        "batch_rows": [int(p.get("numInputRows", 0)) for p in prog],
+        "batch_s": [round(_batch_seconds(p), 3) for p in prog],
+    }
+
+
 def _stage_cmd(cfg: BenchConfig, strategy: Strategy, stub: IngestStub, workdir: Path, t0: float) -> list[str]:
     cmd = [
         sys.executable, "-m", "connectors.spark.pipelines.run", "--pipeline", "taxi", "--stage", "all",
@@ -203,7 +213,7 @@ def run_strategy(cfg: BenchConfig, strategy: Strategy, log=print) -> RunResult: 
             now = time.time()
             arrived = sched.count_at(now - t0) - sched.count_at(p_start - t0)
             stats = period_stats(prog, lat, executors, now - p_start, cfg.interval_s, now - t0, arrived)
-            row = {"start": p_start, "end": now, **asdict(stats)}
+            row = {"start": p_start, "end": now, **asdict(stats), **batch_detail(prog)}
             res.series.append(row)
             want = strategy.decide(stats)
             log(
