@@ -120,6 +120,12 @@ class Observation:
     ``budget_wait_periods``: periods until the application could reconfigure again after a reconfiguration now
     (the AM's token bucket; 0 when a token would be left, ``inf`` with no budget): how much further ahead a
     change made now must carry the operator.
+
+    Micro-batch engines (Spark) also report, for :mod:`policies.engine_model` (None elsewhere):
+    ``batch_duration_s``: mean duration of the period's micro-batches (s); ``batch_records``: mean records per
+    micro-batch; ``partitions``: partitions a batch's tasks are split into (None: unknown);
+    ``batch_interval_s``: the trigger interval (s); ``backlog``: tuples waiting for a batch at the end of the
+    period; ``period_s``: the control period's length (s).
     """
 
     deployment: np.ndarray
@@ -130,6 +136,12 @@ class Observation:
     complete: bool = True
     processing_rate: float | None = None
     budget_wait_periods: float = 0.0
+    batch_duration_s: float | None = None
+    batch_records: float | None = None
+    partitions: int | None = None
+    batch_interval_s: float | None = None
+    backlog: float | None = None
+    period_s: float | None = None
 
 
 @dataclass
