@@ -263,3 +263,35 @@ def test_bench_command_prints_the_clairvoyant_floor_without_starting_spark():
     assert "static peak 8" in finer.getvalue() and "0.66 x static peak" in finer.getvalue()
     with pytest.raises(CommandError, match="--clairvoyant-capacity"):
         call_command("bench_spark", "--clairvoyant-capacity", "0", "--floor-only")
+
+
+def test_recorded_live_run_replays_to_the_engine_models_decisions():
+    """The periods of a live ``model-based-trend`` run (tests/fixtures/spark_periods_taxi12.json, one executor at
+    the start, untrained) replayed through the same adapter: the engine model plans from its fourth period on one
+    executor, sizes 47 tuples/s for 3 executors in one step (the live run asked 1 -> 3 there), and then, with a
+    backlog of 3,800 records that nothing drains within a period, steps to 6 (live: 3 -> 6)."""
+    data = json.loads(
+        (Path(__file__).resolve().parents[2] / "fixtures" / "spark_periods_taxi12.json").read_text()
+    )
+    series = next(r["series"] for r in data["runs"] if r["strategy"] == "model-based-trend")
+    policy = OMPolicy("model-based-trend", 6, 15.0, 0.02, 216.0, engine=(12, 5.0, 15.0))
+    asked, notes = [], []
+    for row in series:
+        rows, durations = row["batch_rows"], row["batch_s"]
+        stats = PeriodStats(
+            row["input_rate"], row["processed_rate"], np.mean(durations) / 5.0 if durations else 0.0,
+            sum(durations) / (row["end"] - row["start"]), row["latency_mean_s"], None, row["executors"],
+            row["startup"], 0.0, float(np.mean(durations)) if durations else None,
+            float(np.mean(rows)) if rows else None,
+        )  # fmt: skip
+        asked.append((row["executors"], policy.decide(stats)))
+        notes.append(policy.policy._engine_extras().get("engine_model", {}))
+    changes = list(dict.fromkeys((k, want) for k, want in asked if want != k))  # asked again while applying
+    assert changes[:2] == [(1, 3), (3, 6)]
+    assert sum(1 for n in notes if n.get("planning")) >= 3
+    fit = next(n for n in notes if n.get("planning"))
+    assert 2.0 < fit["overhead_s"] < 5.0 and 15.0 < fit["cost_ms_per_record"] < 35.0
+    step = next(
+        n["backlog_step"] for n in notes if "backlog_step" in n and n["backlog_step"]["target"] == [6]
+    )
+    assert step["backlog_tuples"] > 3000 and "drain it fastest" in step["reason"]
