@@ -10,7 +10,9 @@ Two uses of the engine model fitted online (:class:`policies.engine_model.MicroB
 - **Backlog-aware steps.** When the backlog left at the end of a period cannot drain within the next period at
   one more replica (:meth:`MicroBatchModel.drains_within`, post-change penalty included), :func:`backlog_target`
   names the smallest deployment that drains it (``multi_step``'s one-reconfiguration step); when none does, the
-  smallest one with the most effective parallelism (the fastest drain).
+  smallest one with the most effective parallelism (the fastest drain). Under overload at a rate that no
+  deployment is expected to carry, :func:`overload_target` names the one that carries the most: the violation
+  model then reads "every deployment violates", and the cost alone would keep the cheapest.
 
 Pure numpy, no Django.
 """
@@ -118,4 +120,47 @@ def backlog_target(
     return target, (
         f"backlog of {backlog:.0f} tuples at {rate:.1f} tuples/s: no deployment up to K_max drains it within the "
         f"{ctx.period_s:g}-s period; {n} replicas drain it fastest (engine model)"
+    )
+
+
+def overload_target(
+    model: MicroBatchModel,
+    ctx: EngineContext,
+    k: np.ndarray,
+    rate: float,
+    speedups: np.ndarray,
+    k_max: int,
+    r_max_s: float,
+    in_space: Any,  # callable: deployment -> bool
+) -> tuple[np.ndarray, str] | None:
+    """Under overload at a ``rate`` (tuples/s) that no deployment up to ``k_max`` is expected to carry within
+    ``r_max_s``: the smallest deployment with the largest expected rate, with the reason (the violation model
+    only says "every deployment violates", and its cost would keep the cheapest); None when some deployment
+    carries the rate (the violation model decides) or none carries more than ``k``."""
+    if not model.ready:
+        return None
+    k = np.asarray(k, dtype=np.int64)
+    n_now, t = int(k.sum()), int(np.argmax(k))
+    speed = slowest_speed(k, speedups)
+
+    def carried(n: int) -> float:
+        return model.max_rate(n, ctx.interval_s, r_max_s, ctx.partitions, speed)
+
+    if carried(n_now) >= rate:
+        return None
+    candidates = []
+    for n in range(n_now + 1, k_max + 1):
+        target = k.copy()
+        target[t] += n - n_now
+        if in_space(target):
+            candidates.append((n, target, carried(n)))
+    if not candidates or any(c >= rate for _, _, c in candidates):
+        return None
+    best = max(c for _, _, c in candidates)
+    if best <= carried(n_now):
+        return None
+    n, target, c = next(x for x in candidates if x[2] == best)
+    return target, (
+        f"{rate:.1f} tuples/s exceeds what any deployment up to K_max is expected to carry within R_max; {n} "
+        f"replicas carry the most ({c:.1f} tuples/s, engine model)"
     )

@@ -651,8 +651,10 @@ class ModelBased(Policy):
     def _backlog_step(
         self, k: np.ndarray, rate: float, level: int, obs: Observation | None
     ) -> tuple[np.ndarray, float] | None:
-        """A multi-replica step to the smallest deployment that drains the backlog within a period, with its
-        one-step look-ahead value (:func:`policies.om.engine_plan.backlog_target`); None when not needed."""
+        """A multi-replica step to the smallest deployment that drains the backlog within a period, or, under
+        overload at a rate no deployment carries, to the one that carries the most, with its one-step look-ahead
+        value (:func:`policies.om.engine_plan.backlog_target`, :func:`~policies.om.engine_plan.overload_target`);
+        None when not needed."""
         self._engine_note = None
         if obs is None or not self._engine_active():
             return None
@@ -668,6 +670,17 @@ class ModelBased(Policy):
             self.spec.r_max_s,
             lambda dep: self.space.lookup(dep) >= 0,
         )
+        if found is None and self._overloaded(obs):
+            found = engine_plan.overload_target(
+                self.engine,
+                self._engine_ctx,
+                k,
+                max(rate, planned),
+                self.spec.speedups,
+                self.spec.k_max,
+                self.spec.r_max_s,
+                lambda dep: self.space.lookup(dep) >= 0,
+            )
         if found is None:
             return None
         target, reason = found
@@ -677,7 +690,7 @@ class ModelBased(Policy):
         value = self.spec.gamma * float((self._cost[dst] + self.future[dst]) @ self.p_hat[level])
         self._engine_note = {
             "target": target.tolist(),
-            "backlog_tuples": float(obs.backlog),
+            "backlog_tuples": None if obs.backlog is None else float(obs.backlog),
             "reason": reason,
         }
         return target, value + self.spec.weights.rcf

@@ -189,6 +189,25 @@ def test_a_backlog_one_replica_cannot_drain_asks_for_a_multi_replica_step() -> N
     assert proposal.action != JUMP and "backlog_step" not in proposal.explanation["engine_model"]
 
 
+def test_a_rate_no_deployment_carries_steps_to_the_one_that_carries_the_most() -> None:
+    """The violation model reads "every deployment violates" and its cost alone would keep the cheapest."""
+    policy, engine = _warmed({"capacity_bound": True, "multi_step": True})
+    carried = [policy.engine.max_rate(n, INTERVAL_S, R_MAX_S, PARTITIONS) for n in range(1, K_MAX + 1)]
+    obs = engine.period(3, 50.0)
+    obs.input_rate, obs.backlog, obs.violated = 1.2 * carried[-1], None, True  # above 6 executors' rate
+    proposal = policy.step(obs)
+    assert proposal.action == JUMP and proposal.deployment.tolist() == [6]
+    step = proposal.explanation["engine_model"]["backlog_step"]
+    assert step["backlog_tuples"] is None and "6 replicas carry the most" in step["reason"]
+    # a rate some deployment carries is left to the violation model
+    policy, engine = _warmed({"capacity_bound": True, "multi_step": True})
+    obs = engine.period(3, 50.0)
+    obs.input_rate, obs.backlog, obs.violated = 0.5 * (carried[3] + carried[5]), None, True
+    proposal = policy.step(obs)
+    assert "backlog_step" not in proposal.explanation["engine_model"]
+    assert proposal.deployment.tolist() == [6]  # the MDP's own step: 6 carries it, 4 and 5 do not
+
+
 def test_the_engine_fit_survives_the_agent_state_exactly() -> None:
     spec = _spec()
     policy = ModelBased(spec, {"capacity_bound": True, "multi_step": True})
