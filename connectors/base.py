@@ -75,6 +75,11 @@ class OperatorMetrics:
     complete: bool = True
     reason: str = ""
     cause: Cause = Cause.NONE
+    #: micro-batch engines: mean batch duration (s) and records per batch, partitions, trigger interval (s)
+    batch_duration_s: float | None = None
+    batch_records: float | None = None
+    partitions: int | None = None
+    batch_interval_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

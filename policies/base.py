@@ -124,6 +124,12 @@ class Observation:
     plus what waits (its node limit): the replicas asked for may never come, so a policy that can (model-based
     with ``multi_step``) asks instead for the deployment expected to meet the bound with the fewest new replicas,
     of any node type.
+
+    Micro-batch engines (Spark) also report, for :mod:`policies.engine_model` (None elsewhere):
+    ``batch_duration_s``: mean duration of the period's micro-batches (s); ``batch_records``: mean records per
+    micro-batch; ``partitions``: partitions a batch's tasks are split into (None: unknown);
+    ``batch_interval_s``: the trigger interval (s); ``backlog``: tuples waiting for a batch at the end of the
+    period; ``period_s``: the control period's length (s).
     """
 
     deployment: np.ndarray
@@ -135,6 +141,12 @@ class Observation:
     processing_rate: float | None = None
     budget_wait_periods: float = 0.0
     node_limited: bool = False
+    batch_duration_s: float | None = None
+    batch_records: float | None = None
+    partitions: int | None = None
+    batch_interval_s: float | None = None
+    backlog: float | None = None
+    period_s: float | None = None
 
 
 @dataclass

@@ -67,6 +67,12 @@ OM_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "model-based-multistep": ("model-based", {"capacity_bound": True, "multi_step": True}),
     # ... that plans for the rate a rising trend reaches when its scale-out takes effect (policies.forecast)
     "model-based-trend": ("model-based", {"capacity_bound": True, "multi_step": True, "trend_periods": 3}),
+    # ... without the micro-batch engine model (policies.engine_model): the linear per-replica bound only, as
+    # before issue 21 (bench_spark's comparison)
+    "model-based-trend-linear": (
+        "model-based",
+        {"capacity_bound": True, "multi_step": True, "trend_periods": 3, "engine_model": "off"},
+    ),
 }
 
 

@@ -365,6 +365,17 @@ def _load_policy(agent: AgentState | None, op, topo, control, rails: Rails) -> P
     return policy
 
 
+def _add_batch_fields(obs: Observation, m: Any, period_s: float) -> None:
+    """A micro-batch engine's measurements (``OperatorMetrics``; Spark: batch duration and size, partitions,
+    trigger interval, backlog) onto the policy's observation, for ``policies.engine_model``; nothing for other
+    engines. ``period_s``: the control period (s)."""
+    if m.batch_duration_s is None:
+        return
+    obs.batch_duration_s, obs.batch_records = m.batch_duration_s, m.batch_records
+    obs.partitions, obs.batch_interval_s = m.partitions, m.batch_interval_s
+    obs.backlog, obs.period_s = m.backlog, float(period_s)
+
+
 def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetrics, rails: Rails, period_s):
     now_s = tick.slot * period_s
     when = dt.datetime.fromtimestamp(now_s, tz=dt.UTC)
@@ -408,6 +419,7 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
             budget_wait,
             op.name in node_limited,
         )
+        _add_batch_fields(obs, m, period_s)
         proposal = policy.step(obs)
         policies.append(policy)
         proposals.append(proposal)

@@ -16,6 +16,8 @@ started in the period:
 - backlog (tuples) = the sources' reported backlog at the end of the period, else the estimate
   input rate x max(0, mean batch duration - T) (what piles up while the query is slower than the trigger);
 - service time (s per tuple per executor) = busy time x executors / rows;
+- micro-batches (for ``policies.engine_model``): mean batch duration (s), mean records per batch, the trigger
+  interval (s) and the partitions of the stateful stage when the progress reports them;
 - deployment = active executors from the driver's REST API ``<uiUrl>/api/v1/applications/<id>/executors``
   (falling back to the count the agent last reported), under the profile's node-type name.
 
@@ -157,6 +159,7 @@ class SparkMonitor(Monitor):
                 "e2e_p95_s",
                 "e2e_n",
                 "backlog",
+                "raw",
             )
         )
         if not samples:
@@ -238,9 +241,28 @@ class SparkMonitor(Monitor):
                 service_time_mean_s=(busy * executors / rows) if rows else None,
                 backlog=backlog,
                 reason=reason,
+                batch_duration_s=mean_d,
+                batch_records=rows / len(samples),
+                partitions=_partitions(samples),
+                batch_interval_s=t,
             ),
             e2e,
         )
+
+
+def _partitions(samples: list[dict[str, Any]]) -> int | None:
+    """Partitions of the query's stateful stage (``stateOperators[].numShufflePartitions`` in the progress JSON,
+    the largest of the period's batches), None when no kept progress reports one (stateless query, raw JSON
+    pruned)."""
+    found = [
+        int(op["numShufflePartitions"])
+        for s in samples
+        for op in ((s.get("raw") or {}).get("stateOperators") or [])
+        if isinstance(op, dict)
+        and isinstance(op.get("numShufflePartitions"), int)
+        and op["numShufflePartitions"] > 0
+    ]
+    return max(found) if found else None
 
 
 def _holds_a_first_batch(operator: Any, samples: list[dict[str, Any]]) -> bool:

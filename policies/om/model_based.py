@@ -64,6 +64,13 @@ What it learns and what it knows
   recent scale-outs took to become capacity (a node being provisioned, a token). While the rate rises, no
   replica is removed. A multi-replica step that waits (for nodes or a token) stays the plan while it still
   qualifies, with or without a trend: switching between targets of about equal value restarted the wait.
+- ``engine_model`` (``auto`` by default; ``off``): when the observations carry a micro-batch engine's batch
+  measurements (Spark), a :class:`policies.engine_model.MicroBatchModel` is fitted from them every period, and once
+  it is ready (two executor counts, or ``MIN_SAMPLES`` periods) it replaces the threshold learner's linear
+  per-replica bound: each class carries the largest rate whose predicted response time meets R_max (waves of
+  tasks, per-batch overhead). With ``multi_step``, a backlog that one more replica would not drain within a period
+  asks for the smallest deployment that drains it (:mod:`policies.om.engine_plan`). The fit and its error are in
+  the agent state and the explanation (``engine_model``). Without those measurements nothing changes.
 - The known costs exactly: resource cost ``w_res price(k) / C_max`` and reconfiguration ``w_rcf 1[a != 0]``.
 - Value iteration over the learned model: a full sweep (backup of every state, Alg. 1) every ``sweep_every``
   steps and at each of the first ``warmup_steps`` steps; in between, every step, an asynchronous backup of the
@@ -125,8 +132,9 @@ import numpy as np
 
 from policies import forecast
 from policies.base import JUMP, Observation, Policy, apply_action
+from policies.engine_model import MicroBatchModel
 from policies.model import OperatorSpec
-from policies.om import mdp
+from policies.om import engine_plan, mdp
 
 # ---- hyperparameters (paper defaults; CleanRL style) ------------------------------------------------------------
 SWEEP_EVERY = 0  # steps between value-iteration sweeps; 0 = automatic from the size of the space
@@ -147,6 +155,7 @@ TOP_SPAN_LEVELS = 32  # the top level's histogram covers this many level widths 
 CAPACITY_BOUND = False  # bound theta by the capacity measured from utilisation (see the module doc)
 MULTI_STEP = False  # may reconfigure to any deployment in one step (beyond the papers; see the module doc)
 TREND_PERIODS = 0  # rises in a row that make a trend to plan ahead on (policies.forecast); 0 = off
+ENGINE_MODEL = "auto"  # plan on a micro-batch engine model when batches are measured (module doc); "off"
 CAPACITY_MIN_UTILISATION = 0.3  # utilisation below which x / u is too uncertain to bound theta
 CAPACITY_FIT_MIN_PERIODS = 3  # periods before the line u = a + b x is trusted
 CAPACITY_FIT_MIN_SPREAD = 0.2  # ... and their rates x spread by this fraction of the mean (std / mean)
@@ -179,6 +188,7 @@ class ModelBased(Policy):
         "capacity_bound": CAPACITY_BOUND,
         "multi_step": MULTI_STEP,
         "trend_periods": TREND_PERIODS,
+        "engine_model": ENGINE_MODEL,
     }
 
     @classmethod
@@ -204,6 +214,8 @@ class ModelBased(Policy):
             raise ValueError(
                 f"params.capacity_bound: must be true or false, got {params['capacity_bound']!r}"
             )
+        if params["engine_model"] not in ("auto", "off"):
+            raise ValueError(f"params.engine_model: must be auto or off, got {params['engine_model']!r}")
         if params["sweeps_per_update"] < 1:
             raise ValueError(f"params.sweeps_per_update: must be >= 1, got {params['sweeps_per_update']}")
 
@@ -237,6 +249,9 @@ class ModelBased(Policy):
         self._forecast_note: dict[str, Any] | None = None  # the explanation of this step's planned rate
         self._frugal_note: dict[str, Any] | None = None  # the explanation of a step chosen under a node limit
         self._waiting_jump: np.ndarray | None = None  # the last step proposed (kept while it waits)
+        self.engine = MicroBatchModel()  # engine_model: fitted from micro-batch measurements
+        self._engine_ctx: engine_plan.EngineContext | None = None  # interval, partitions, period last seen
+        self._engine_note: dict[str, Any] | None = None  # this step's backlog step, for the explanation
         self._model_key = self._current_key()
         self._refresh_derived()
 
@@ -268,8 +283,10 @@ class ModelBased(Policy):
         the levels that received a rate since the last refresh -- their columns come out exactly as a full
         recomputation would give them (:func:`level_exceedance`)."""
         if self._thresholds is None:
-            theta = per_replica_bounds(self.thr_lo, self._upper_bounds(), self._queueing_guess())
-            self._thresholds = self.space.class_n * theta[self._class_rank]
+            self._thresholds = self._engine_thresholds()
+            if self._thresholds is None:
+                theta = per_replica_bounds(self.thr_lo, self._upper_bounds(), self._queueing_guess())
+                self._thresholds = self.space.class_n * theta[self._class_rank]
             self._dirty_levels[:] = True
         cols = np.flatnonzero(self._dirty_levels)
         if len(cols) == 0:
@@ -469,6 +486,11 @@ class ModelBased(Policy):
             if frugal is not None:
                 return self._frugal_action(k, d, frugal, q, explain)
         if self.params["multi_step"]:
+            step = self._backlog_step(k, rate, level, obs)
+            if step is not None:
+                self._jump = step[0]
+                q = {**q, JUMP: step[1]}
+                return self._proposing(k, JUMP, explain), (q if explain else {})
             jump = self._best_jump(d, level, overloaded, rising, bar=min(q.values()))
             if jump is not None and jump[1] < min(q.values()) - 1e-12:
                 self._jump = self.space.deployments[jump[0]].copy()
@@ -517,10 +539,12 @@ class ModelBased(Policy):
         return float(np.asarray(k, dtype=float) @ np.asarray(self.spec.speedups, dtype=float))
 
     def explanation_extras(self) -> dict[str, Any]:
-        """The planned rate of this step, when a trend moved it (``trend_periods``), and the node-limit step."""
+        """The planned rate of this step, when a trend moved it (``trend_periods``), the node-limit step and the
+        engine model's fit."""
         extras: dict[str, Any] = {} if self._forecast_note is None else {"forecast": self._forecast_note}
         if self._frugal_note is not None:
             extras["node_limit"] = self._frugal_note
+        extras.update(self._engine_extras())
         return extras
 
     def _best_jump(
@@ -646,6 +670,117 @@ class ModelBased(Policy):
             return bool(obs.violated)
         return obs.response_time_s is not None and obs.response_time_s > self.spec.r_max_s
 
+    # ---- engine_model: a micro-batch engine's performance model (policies.engine_model) ------------------------
+    def _calibrate(self, k: np.ndarray, rate: float, obs: Observation | None) -> None:
+        """The base calibration, then the engine model learns from the period's micro-batches."""
+        super()._calibrate(k, rate, obs)
+        self._engine_observe(k, obs)
+
+    def _engine_observe(self, k: np.ndarray, obs: Observation | None) -> None:
+        """Feed the engine model; once it plans (``_engine_active``), new thresholds re-solve the values like new
+        weights (``reweight_sweeps``)."""
+        if self.params["engine_model"] == "off" or obs is None or obs.batch_duration_s is None:
+            return
+        speed = engine_plan.slowest_speed(k, self.spec.speedups)
+        executors = int(np.sum(k))
+        self.engine.observe(
+            obs.batch_records,
+            obs.batch_duration_s,
+            executors,
+            obs.partitions,
+            obs.batch_interval_s,
+            obs.response_time_s,
+            speed,
+        )
+        self._engine_ctx = engine_plan.EngineContext(obs.batch_interval_s, obs.partitions, obs.period_s)
+        if self._engine_active():
+            old = self._thresholds
+            self._thresholds = None
+            self._threshold_model()
+            if old is None or not np.allclose(old, self._thresholds):
+                self._sweep(self.params["reweight_sweeps"])
+
+    def _engine_active(self) -> bool:
+        """The engine model plans: not ``off``, the threshold learner's classes, a ready fit."""
+        return (
+            self.params["engine_model"] != "off"
+            and self.threshold_mode
+            and self._engine_ctx is not None
+            and self.engine.ready
+        )
+
+    def _engine_thresholds(self) -> np.ndarray | None:
+        """Per class, the largest rate (tuples/s) the engine model expects to meet R_max; None when inactive."""
+        if not self._engine_active():
+            return None
+        speeds = np.unique(self.spec.speedups)
+        return engine_plan.class_thresholds(
+            self.engine, self._engine_ctx, self.spec.r_max_s, self.space.class_n, speeds[self._class_rank]
+        )
+
+    def _backlog_step(
+        self, k: np.ndarray, rate: float, level: int, obs: Observation | None
+    ) -> tuple[np.ndarray, float] | None:
+        """A multi-replica step to the smallest deployment that drains the backlog within a period, or, under
+        overload at a rate no deployment carries, to the one that carries the most, with its one-step look-ahead
+        value (:func:`policies.om.engine_plan.backlog_target`, :func:`~policies.om.engine_plan.overload_target`);
+        None when not needed."""
+        self._engine_note = None
+        if obs is None or not self._engine_active():
+            return None
+        planned = rate if self._forecast_note is None else self._forecast_note["planned_rate_tuples_s"]
+        found = engine_plan.backlog_target(
+            self.engine,
+            self._engine_ctx,
+            k,
+            max(rate, planned),
+            obs.backlog,
+            self.spec.speedups,
+            self.spec.k_max,
+            self.spec.r_max_s,
+            lambda dep: self.space.lookup(dep) >= 0,
+        )
+        if found is None and self._overloaded(obs):
+            found = engine_plan.overload_target(
+                self.engine,
+                self._engine_ctx,
+                k,
+                max(rate, planned),
+                self.spec.speedups,
+                self.spec.k_max,
+                self.spec.r_max_s,
+                lambda dep: self.space.lookup(dep) >= 0,
+            )
+        if found is None:
+            return None
+        target, reason = found
+        dst = self.space.lookup(target)
+        if self._cost is None:
+            self._cost = self._state_cost()
+        value = self.spec.gamma * float((self._cost[dst] + self.future[dst]) @ self.p_hat[level])
+        self._engine_note = {
+            "target": target.tolist(),
+            "backlog_tuples": None if obs.backlog is None else float(obs.backlog),
+            "reason": reason,
+        }
+        return target, value + self.spec.weights.rcf
+
+    def _engine_extras(self) -> dict[str, Any]:
+        """``engine_model``: the fit (``policies.engine_model.MicroBatchModel.summary``), whether it plans, the
+        rate each replica count carries (tuples/s) and this step's backlog step; nothing without batches."""
+        if self.params["engine_model"] == "off" or self._engine_ctx is None:
+            return {}
+        note: dict[str, Any] = {**self.engine.summary(), "planning": self._engine_active()}
+        if self._engine_active():
+            ctx = self._engine_ctx
+            note["max_rate_tuples_s"] = {
+                str(n): self.engine.max_rate(n, ctx.interval_s, self.spec.r_max_s, ctx.partitions)
+                for n in range(max(1, self.spec.k_min), self.spec.k_max + 1)
+            }
+        if self._engine_note is not None:
+            note["backlog_step"] = self._engine_note
+        return {"engine_model": note}
+
     # ---- self-calibration: the range grew (policies.calibration) -----------------------------------------------
     def _remap_levels(self, old: Any, factor: int) -> None:
         """Counts (level transitions, visits and violations per class, the rate histogram) are summed onto the
@@ -711,6 +846,8 @@ class ModelBased(Policy):
             "trend": self.trend.state(),
             "lead": self.lead.state(),
             "waiting_jump": None if self._waiting_jump is None else self._waiting_jump.tolist(),
+            "engine_model": self.engine.to_state(),
+            "engine_ctx": None if self._engine_ctx is None else self._engine_ctx.state(),
         }
         arrays = {
             "trans_counts": self.trans_counts,
@@ -757,6 +894,10 @@ class ModelBased(Policy):
         self.lead.load(meta.get("lead"))
         wj = meta.get("waiting_jump")
         self._waiting_jump = None if wj is None else np.asarray(wj, dtype=np.int64)
+        # states saved before engine_model existed start a new fit
+        em = meta.get("engine_model")
+        self.engine = MicroBatchModel() if em is None else MicroBatchModel.from_state(em)
+        self._engine_ctx = engine_plan.EngineContext.load(meta.get("engine_ctx"))
         self._model_key = [float(x) for x in meta["model_key"]]
         self._refresh_derived()
         self.p_hat = arrays["p_hat"].copy()

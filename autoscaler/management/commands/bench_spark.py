@@ -91,6 +91,11 @@ class Command(BaseCommand):
             help="print the slice and the clairvoyant floor of executor-seconds, start nothing",
         )
         parser.add_argument("--write", action="store_true", help="write the section in docs/benchmarks.md")
+        parser.add_argument(
+            "--series-json",
+            default="",
+            help="write every run's per-period measurements (with its micro-batches) to this JSON file",
+        )
 
     def handle(self, *args, **opts) -> None:  # noqa: ANN002, ANN003
         from connectors.spark.bench.runner import BenchConfig, run_strategy, static_sizes
@@ -183,7 +188,14 @@ class Command(BaseCommand):
             }
             strategies = [build[s]() for s in wanted]
             strategies += [
-                OMPolicy(p, cfg.k_max, cfg.r_max_s, cfg.wait_ms / 1000.0, float(rates.max()) * 1.2)
+                OMPolicy(
+                    p,
+                    cfg.k_max,
+                    cfg.r_max_s,
+                    cfg.wait_ms / 1000.0,
+                    float(rates.max()) * 1.2,
+                    (cfg.partitions, cfg.interval_s, cfg.period_s),
+                )
                 for p in policies
             ]
             results = []
@@ -196,6 +208,8 @@ class Command(BaseCommand):
                 res = run_strategy(cfg, strategy, log=lambda s: self.stdout.write(s))
                 self.stdout.write(f"  done in {time.time() - t:.0f} s: {res.row()}")
                 results.append(res)
+                if opts["series_json"]:  # after every run: a later failure keeps the earlier runs
+                    _write_series(Path(opts["series_json"]), cfg, results)
         finally:
             cluster.stop()
         body = self._table(results, cfg, peak, mean, trace_start, mu_oracle, bound)
@@ -234,18 +248,23 @@ class Command(BaseCommand):
             "executor series: fluid = a fluid queue with the capacity per executor fitted from its batches "
             "(carries backlog); sim = the project "
             "simulator's M/G/1 model fitted from the run's per-record service times (mean, variance) plus 1.5 "
-            "micro-batch intervals (connectors/spark/bench/prediction.py). Runs this short say little about learning "
+            "micro-batch intervals; engine = the micro-batch engine model model-based fits online (overhead + "
+            "per-record cost over waves of tasks, post-change penalty, policies/engine_model.py) fitted from the "
+            "run's periods and replayed batch by batch on its executor series and arrival rates, with its "
+            "executor-seconds (connectors/spark/bench/prediction.py). Runs this short say little about learning "
             "policies; the numbers are what was measured, on a machine shared with other jobs.",
             "",
-            "| strategy | periods | viol. % (fluid / sim) | mean R s (fluid / sim) | core-s | vs peak | cost $ | reconf. | "
-            "apply mean/max s | downtime max s | trips | lost | dup. | error |",
+            "| strategy | periods | viol. % (fluid / sim / engine) | mean R s (fluid / sim / engine) | core-s "
+            "(engine) | vs peak | cost $ | reconf. | apply mean/max s | downtime max s | trips | lost | dup. | error |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in results:
             ratio = f"{r.core_seconds / base.core_seconds:.2f}" if base else "-"
             lines.append(
-                f"| {r.strategy} | {r.periods} | {r.violations_pct:.0f} ({r.pred_violations_pct:.0f} / {_num(r.sim_violations_pct, 0)}) | "
-                f"{r.latency_mean_s:.1f} ({r.pred_latency_mean_s:.1f} / {_num(r.sim_latency_mean_s, 1)}) | {r.core_seconds:.0f} | {ratio} | "
+                f"| {r.strategy} | {r.periods} | {r.violations_pct:.0f} ({r.pred_violations_pct:.0f} / {_num(r.sim_violations_pct, 0)} / "
+                f"{_num(r.engine_violations_pct, 0)}) | {r.latency_mean_s:.1f} ({r.pred_latency_mean_s:.1f} / "
+                f"{_num(r.sim_latency_mean_s, 1)} / {_num(r.engine_latency_mean_s, 1)}) | {r.core_seconds:.0f} "
+                f"({_num(r.engine_core_s, 0)}) | {ratio} | "
                 f"{r.cost_usd:.5f} | {r.reconfigurations} | {r.apply_mean_s:.1f}/{r.apply_max_s:.1f} | "
                 f"{r.downtime_max_s:.1f} | {r.got}/{r.expected} | {r.lost} | {r.duplicated} | "
                 f"{r.error[:60] or '-'} |"
@@ -256,3 +275,14 @@ class Command(BaseCommand):
 def _num(value: float | None, digits: int) -> str:
     """``value`` rounded to ``digits`` decimals, "-" when there is none."""
     return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _write_series(path: Path, cfg: BenchConfig, results: list[RunResult]) -> None:
+    """Every run's per-period rows (``RunResult.series``: rates in records/s, times in s, and the period's
+    micro-batches) with the benchmark's settings, as one JSON object."""
+    import dataclasses
+    import json
+
+    config = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in ("master", "workdir")}
+    runs = [{"strategy": r.strategy, "series": r.series} for r in results]
+    path.write_text(json.dumps({"config": config, "runs": runs}, indent=1))

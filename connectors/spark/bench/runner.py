@@ -26,7 +26,7 @@ from connectors.spark.pipelines.taxi import zone_totals
 from connectors.spark.trace_source import TraceSchedule, expected_zone_trips, load_trace
 
 from .ingest_stub import IngestStub, new_token
-from .prediction import simulator_prediction
+from .prediction import engine_prediction, simulator_prediction
 from .strategies import PeriodStats, Strategy
 
 PROFILE = {"name": "exec.small", "cores": 1, "memoryMiB": 512}
@@ -83,6 +83,10 @@ class RunResult:
     pred_latency_mean_s: float = 0.0
     sim_violations_pct: float | None = None  # the project simulator's M/G/1 model, see prediction.py
     sim_latency_mean_s: float | None = None
+    #: the engine model fitted from the run (policies.engine_model), replayed on its executor series
+    engine_violations_pct: float | None = None
+    engine_latency_mean_s: float | None = None
+    engine_core_s: float | None = None
     mu_per_executor: float = 0.0
     error: str = ""
     series: list[dict[str, Any]] = field(default_factory=list)
@@ -118,8 +122,28 @@ def period_stats(
     startup = any(p.get("batchId") == 0 for p in prog)
     input_rate = (arrived if arrived is not None else rows) / period_s
     return PeriodStats(
-        input_rate, rows / period_s, ratio, busy / period_s, mean, p95, executors, startup, elapsed_s
+        input_rate,
+        rows / period_s,
+        ratio,
+        busy / period_s,
+        mean,
+        p95,
+        executors,
+        startup,
+        elapsed_s,
+        busy / len(prog) if prog else None,
+        rows / len(prog) if prog else None,
     )
+
+
+def batch_detail(prog: list[dict]) -> dict[str, list]:
+    """The period's micro-batches one by one (the engine model's samples, ``policies.engine_model``):
+    ``batch_ids``, ``batch_rows`` (records read) and ``batch_s`` (duration, s), in the order reported."""
+    return {
+        "batch_ids": [int(p.get("batchId", -1)) for p in prog],
+        "batch_rows": [int(p.get("numInputRows", 0)) for p in prog],
+        "batch_s": [round(_batch_seconds(p), 3) for p in prog],
+    }
 
 
 def _stage_cmd(cfg: BenchConfig, strategy: Strategy, stub: IngestStub, workdir: Path, t0: float) -> list[str]:
@@ -203,7 +227,7 @@ def run_strategy(cfg: BenchConfig, strategy: Strategy, log=print) -> RunResult: 
             now = time.time()
             arrived = sched.count_at(now - t0) - sched.count_at(p_start - t0)
             stats = period_stats(prog, lat, executors, now - p_start, cfg.interval_s, now - t0, arrived)
-            row = {"start": p_start, "end": now, **asdict(stats)}
+            row = {"start": p_start, "end": now, **asdict(stats), **batch_detail(prog)}
             res.series.append(row)
             want = strategy.decide(stats)
             log(
@@ -265,6 +289,9 @@ def run_strategy(cfg: BenchConfig, strategy: Strategy, log=print) -> RunResult: 
         sim = simulator_prediction(res.series, sched.rate_at, t0, cfg.interval_s, cfg.r_max_s)
         if sim is not None:
             res.sim_violations_pct, res.sim_latency_mean_s = sim
+        eng = engine_prediction(res.series, cfg.interval_s, cfg.r_max_s, cfg.partitions)
+        if eng is not None:
+            res.engine_violations_pct, res.engine_latency_mean_s, res.engine_core_s = eng
     return res
 
 

@@ -27,6 +27,10 @@ class PeriodStats:
     startup: bool = False
     #: wall seconds from the trace's start (t0) to the end of the period
     elapsed_s: float = 0.0
+    #: the period's micro-batches (``policies.engine_model``): mean duration (s) and records per batch; None
+    #: without a batch
+    batch_duration_s: float | None = None
+    batch_records: float | None = None
 
 
 class Strategy:
@@ -165,11 +169,22 @@ class OMPolicy(Strategy):
     """One of the project's OM policies (``policies.registry``) on a single executor profile. ``policy`` may
     end in ``-pretrained``: the name then says the runner pre-trains it on earlier runs (``pretrain``)."""
 
-    def __init__(self, policy: str, k_max: int, r_max_s: float, service_s: float, max_rate: float) -> None:
+    def __init__(
+        self,
+        policy: str,
+        k_max: int,
+        r_max_s: float,
+        service_s: float,
+        max_rate: float,
+        engine: tuple[int, float, float] | None = None,
+    ) -> None:
         from policies import registry
         from policies.model import NodeType, OperatorSpec, QueueModel, RateLevels
 
         self.name = policy
+        #: (partitions, trigger interval s, control period s): the batch measurements go to the policy as the
+        #: Spark monitor reports them (``policies.engine_model``); None: they do not
+        self.engine = engine
         self.wants_history = policy.endswith(PRETRAINED)
         policy = policy.removesuffix(PRETRAINED)
         self.r_max_s = r_max_s
@@ -195,6 +210,12 @@ class OMPolicy(Strategy):
             violated=stats.latency_mean_s > self.r_max_s,
             utilisation=min(stats.busy_s_per_s, 1.5),
         )
+        if self.engine is not None and stats.batch_duration_s is not None:
+            partitions, interval, period = self.engine
+            obs.batch_duration_s, obs.batch_records = stats.batch_duration_s, stats.batch_records
+            obs.partitions, obs.batch_interval_s, obs.period_s = partitions, interval, period
+            # the Spark monitor's estimate without a source-reported backlog
+            obs.backlog = stats.input_rate * max(0.0, stats.batch_duration_s - interval)
         return int(np.sum(self.policy.step(obs).deployment))
 
     def pretrain(self, series: list[dict[str, Any]]) -> int:

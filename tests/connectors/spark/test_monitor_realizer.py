@@ -70,6 +70,27 @@ def test_a_period_of_batches_becomes_the_observation_the_om_needs(app):
     assert m.path_response_time_s == {"src->counter->out": pytest.approx(0.65)}
 
 
+def test_micro_batches_and_partitions_reach_the_observation(app):
+    """The engine model's inputs (policies.engine_model): mean batch duration and size, the trigger interval,
+    the stateful stage's partitions from the progress JSON (None when no batch reports one)."""
+    op = app.operators.get(name="counter")
+    state_ops = {"stateOperators": [{"numRowsTotal": 5, "numShufflePartitions": 12}]}
+    items = [
+        {**progress(T0 + i, 100 + 20 * i, 300 + 100 * i), **(state_ops if i == 3 else {})} for i in range(5)
+    ]
+    ship(op, items)
+    c = build_connector(app).monitor.collect(Period(0, T0, T0 + 10)).operators["counter"]
+    assert c.batch_duration_s == pytest.approx(0.5)  # (300 + 400 + ... + 700) ms / 5
+    assert c.batch_records == pytest.approx(140.0)
+    assert c.partitions == 12
+    assert c.batch_interval_s == build_connector(app).monitor.batch_interval_s
+    c = build_connector(app).monitor.collect(Period(0, T0 + 20, T0 + 30)).operators["counter"]
+    assert not c.complete and c.batch_duration_s is None  # no progress: nothing invented
+    ship(op, [progress(T0 + 40 + i, 100, 300) for i in range(5)])
+    c = build_connector(app).monitor.collect(Period(0, T0 + 40, T0 + 50)).operators["counter"]
+    assert c.partitions is None and c.batch_records == pytest.approx(100.0)
+
+
 def test_reported_backlog_raises_the_input_rate_and_is_the_backlog(app):
     op = app.operators.get(name="counter")
     ship(op, [progress(T0 + i, 100, 900, e2e=(1.0, 2.0), backlog=50 * i) for i in range(10)])

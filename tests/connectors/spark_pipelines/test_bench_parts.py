@@ -11,7 +11,14 @@ import numpy as np
 import pytest
 
 from connectors.spark.bench.ingest_stub import IngestStub
-from connectors.spark.bench.prediction import fitted_model, service_times_s, simulator_prediction
+from connectors.spark.bench.prediction import (
+    engine_model,
+    engine_prediction,
+    engine_replay,
+    fitted_model,
+    service_times_s,
+    simulator_prediction,
+)
 from connectors.spark.bench.runner import BenchConfig, fluid_prediction, period_stats, static_sizes
 from connectors.spark.bench.strategies import DS2, OMPolicy, PeriodStats, StreamingRule
 
@@ -132,6 +139,51 @@ def test_simulator_prediction_fits_the_runs_service_times_and_replays_its_execut
     assert simulator_prediction(series[:1], lambda s: 25.0, 0.0, 2.0, 10.0) is None  # one period: no fit
 
 
+def _batch_period(start: float, executors: int, rate: float, records: float) -> dict:
+    """A 15-s period of 5-s batches on 12 partitions: duration 1 s + 20 ms x records / executors."""
+    d = 1.0 + 0.02 * records / executors
+    return {"start": start, "end": start + 15.0, "executors": executors, "input_rate": rate, "startup": False,
+            "batch_duration_s": d, "batch_records": records, "latency_mean_s": 0.5 * max(5.0, d) + d}  # fmt: skip
+
+
+def test_engine_prediction_fits_the_runs_batches_and_replays_its_executors():
+    series = [_batch_period(15.0 * i, k, r / 5.0, r) for i, (k, r) in enumerate(
+        [(1, 50.0), (1, 100.0), (1, 150.0), (1, 200.0), (2, 300.0), (2, 400.0), (2, 500.0), (2, 600.0)]
+    )]  # fmt: skip
+    model = engine_model(series, 12, 5.0)
+    fit = model.fit()
+    assert fit.overhead_s == pytest.approx(1.0) and fit.cost_s_per_record == pytest.approx(0.02)
+    assert fit.latency_offset_s == pytest.approx(0.0, abs=1e-9)
+    # within capacity every batch takes one interval's arrivals: latency = T / 2 + d, no violation; the first
+    # batch of period 1 (20/s) reads the last 5 s of period 0 (10/s)
+    lats = engine_replay(model, series, 5.0, 12)
+    assert lats[1] == pytest.approx((50.0 * (2.5 + 2.0) + 200.0 * (2.5 + 3.0)) / 250.0)
+    viol, mean, core_s = engine_prediction(series, 5.0, 15.0, 12)
+    assert viol == 0.0 and core_s == pytest.approx(15.0 * 12)
+    # 60 tuples/s on one executor (capacity 50/s): batches grow period after period, the bound is crossed
+    over = [{**row, "executors": 1, "input_rate": 60.0} for row in series]
+    lats = engine_replay(model, over, 5.0, 12)
+    done = [x for x in lats if x is not None]
+    assert done == sorted(done) and done[-1] > 15.0
+    assert None in lats  # a period in which no batch starts (one batch outlasts it) reports no latency
+    assert engine_prediction(series[:1], 5.0, 15.0, 12) is None  # one period: no fit
+
+
+def test_om_policy_passes_the_batches_to_the_engine_model():
+    prog = [{"batchId": 3, "numInputRows": 300, "batchDuration": 4000}, {"batchId": 4, "numInputRows": 100,
+            "batchDuration": 2000}]  # fmt: skip
+    s = period_stats(prog, [{"mean_s": 6.0, "p95_s": 8.0, "n": 400}], 2, 15.0, 5.0)
+    assert s.batch_duration_s == 3.0 and s.batch_records == 200.0
+    assert period_stats([], [], 2, 15.0, 5.0).batch_duration_s is None
+    policy = OMPolicy("model-based", 6, 15.0, 0.02, 200.0, engine=(12, 5.0, 15.0))
+    policy.decide(s)
+    assert policy.policy.engine.samples[-1].records == 200.0
+    assert policy.policy._engine_ctx.partitions == 12
+    plain = OMPolicy("model-based", 6, 15.0, 0.02, 200.0)
+    plain.decide(s)
+    assert len(plain.policy.engine.samples) == 0
+
+
 def test_the_start_up_period_is_marked_and_neither_teaches_nor_moves_a_policy():
     """A query's first micro-batch includes its start-up (seen: 23 s for 1 record under dynamic allocation):
     taken as load, it would teach "one replica violates at 0.1 records/s" and pin the policy at K_max."""
@@ -211,3 +263,35 @@ def test_bench_command_prints_the_clairvoyant_floor_without_starting_spark():
     assert "static peak 8" in finer.getvalue() and "0.66 x static peak" in finer.getvalue()
     with pytest.raises(CommandError, match="--clairvoyant-capacity"):
         call_command("bench_spark", "--clairvoyant-capacity", "0", "--floor-only")
+
+
+def test_recorded_live_run_replays_to_the_engine_models_decisions():
+    """The periods of a live ``model-based-trend`` run (tests/fixtures/spark_periods_taxi12.json, one executor at
+    the start, untrained) replayed through the same adapter: the engine model plans from its fourth period on one
+    executor, sizes 47 tuples/s for 3 executors in one step (the live run asked 1 -> 3 there), and then, with a
+    backlog of 3,800 records that nothing drains within a period, steps to 6 (live: 3 -> 6)."""
+    data = json.loads(
+        (Path(__file__).resolve().parents[2] / "fixtures" / "spark_periods_taxi12.json").read_text()
+    )
+    series = next(r["series"] for r in data["runs"] if r["strategy"] == "model-based-trend")
+    policy = OMPolicy("model-based-trend", 6, 15.0, 0.02, 216.0, engine=(12, 5.0, 15.0))
+    asked, notes = [], []
+    for row in series:
+        rows, durations = row["batch_rows"], row["batch_s"]
+        stats = PeriodStats(
+            row["input_rate"], row["processed_rate"], np.mean(durations) / 5.0 if durations else 0.0,
+            sum(durations) / (row["end"] - row["start"]), row["latency_mean_s"], None, row["executors"],
+            row["startup"], 0.0, float(np.mean(durations)) if durations else None,
+            float(np.mean(rows)) if rows else None,
+        )  # fmt: skip
+        asked.append((row["executors"], policy.decide(stats)))
+        notes.append(policy.policy._engine_extras().get("engine_model", {}))
+    changes = list(dict.fromkeys((k, want) for k, want in asked if want != k))  # asked again while applying
+    assert changes[:2] == [(1, 3), (3, 6)]
+    assert sum(1 for n in notes if n.get("planning")) >= 3
+    fit = next(n for n in notes if n.get("planning"))
+    assert 2.0 < fit["overhead_s"] < 5.0 and 15.0 < fit["cost_ms_per_record"] < 35.0
+    step = next(
+        n["backlog_step"] for n in notes if "backlog_step" in n and n["backlog_step"]["target"] == [6]
+    )
+    assert step["backlog_tuples"] > 3000 and "drain it fastest" in step["reason"]

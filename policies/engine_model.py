@@ -1,0 +1,427 @@
+"""Performance model of a micro-batch stream engine (Spark Structured Streaming), fitted online from the
+operator's own per-period metrics (issue 21).
+
+What a micro-batch engine does that a per-record queue (``policies.model.QueueModel``) does not describe
+(docs/benchmarks.md, section bench_spark):
+
+- every batch pays a fixed **overhead** (planning, scheduling, commit), whatever its size;
+- a batch of ``r`` records on ``P`` partitions runs in ``ceil(P / k)`` **waves** of tasks on ``k`` executors, so its
+  work goes as ``r / e`` with the *effective parallelism* ``e = P / ceil(P / k)`` (``k`` when ``P`` is unknown):
+  executors beyond a divisor of ``P`` add nothing;
+- a batch that outlasts the trigger interval ``T`` makes the next one larger (**backlog carried** across batches);
+- for a batch or two after an executor joins, batches are **slower** (cold Python workers, state reloaded).
+
+The model::
+
+    batch duration (s) = overhead_s + cost_s_per_record x records / effective_parallelism
+
+is fitted by least squares over a forgetting window of the last :data:`WINDOW` periods (each period gives one
+sample: its mean batch duration and mean records per batch, which the linear model relates exactly as it
+relates single batches). Periods within :data:`SETTLE_PERIODS` of an executor change are kept out of the fit;
+the ratio of their measured duration to the fit's prediction is the **post-change penalty** (mean over the
+window, 1 before any). The mean response time is predicted as ``max(T, d) / 2 + d + offset`` (a record waits
+half a trigger interval -- or half a batch when batches run back to back -- then its batch runs); ``offset``
+(s, may be negative) is the mean gap between the measured response time and that formula, learned too.
+
+Everything is learned from the operator's metrics; the settings (:data:`WINDOW`, :data:`MIN_SAMPLES`,
+:data:`MIN_SPREAD`, :data:`SETTLE_PERIODS`) are declared here. Pure numpy, no Django; ``to_state()`` /
+``from_state()`` round-trip exactly through JSON.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+WINDOW = 40  # periods kept (the forgetting window): 10 minutes of 15-s periods
+MIN_SAMPLES = 4  # fitted periods needed when they all ran on one executor count (two counts: 2 suffice)
+MIN_SPREAD = (
+    0.2  # the fit needs its records / parallelism to spread by this fraction of their mean (std/mean)
+)
+SETTLE_PERIODS = 2  # periods after an executor change whose batches measure the penalty, not the fit
+CATCH_UP_TOLERANCE = (
+    0.05  # a batch this close (fraction) to the steady-state one has caught up (no bound given)
+)
+MAX_BATCHES_PER_PERIOD = 10_000  # guard of the backlog simulation (batches of one period)
+
+
+def effective_parallelism(executors: float, partitions: int | None = None, speed: float = 1.0) -> float:
+    """Executors' worth of parallel work of a batch: ``speed x P / ceil(P / k)`` with ``P`` partitions and ``k``
+    executors (``speed x k`` when ``P`` is unknown). ``speed``: relative speed of the slowest executor type."""
+    k = float(executors)
+    if k <= 0:
+        return 0.0
+    if partitions is None or partitions <= 0:
+        return speed * k
+    return speed * partitions / math.ceil(partitions / k)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One period of one operator. ``records``: mean records per micro-batch; ``duration_s``: mean batch duration
+    (s); ``executors``; ``partitions`` (None: unknown); ``speed``: relative speed of the slowest executor type;
+    ``interval_s``: trigger interval (s, None: continuous); ``response_time_s``: mean response time (s, None:
+    not measured); ``settling``: within :data:`SETTLE_PERIODS` of an executor change."""
+
+    records: float
+    duration_s: float
+    executors: int
+    partitions: int | None
+    speed: float
+    interval_s: float | None
+    response_time_s: float | None
+    settling: bool
+
+    @property
+    def work(self) -> float:
+        """records / effective parallelism (records per executor-equivalent)."""
+        return self.records / effective_parallelism(self.executors, self.partitions, self.speed)
+
+
+@dataclass(frozen=True)
+class Fit:
+    """The fitted model: ``overhead_s`` (s per batch), ``cost_s_per_record`` (s per record on one effective
+    executor), ``rmse_s`` (root mean squared error of the fitted durations, s), ``n`` (fitted periods),
+    ``penalty`` (measured / predicted batch duration in the periods after an executor change; 1 without any),
+    ``latency_offset_s`` (measured minus formula response time, s), ``executor_counts`` (distinct counts fitted)."""
+
+    overhead_s: float
+    cost_s_per_record: float
+    rmse_s: float
+    n: int
+    penalty: float
+    latency_offset_s: float
+    executor_counts: int
+
+
+class MicroBatchModel:
+    """``batch duration = overhead + cost x records / effective parallelism``, fitted online (module doc)."""
+
+    def __init__(
+        self,
+        window: int = WINDOW,
+        min_samples: int = MIN_SAMPLES,
+        settle_periods: int = SETTLE_PERIODS,
+    ) -> None:
+        if window < 2:
+            raise ValueError(f"window: must be >= 2 periods, got {window}")
+        if min_samples < 2:
+            raise ValueError(f"min_samples: must be >= 2 periods, got {min_samples}")
+        if settle_periods < 0:
+            raise ValueError(f"settle_periods: must be >= 0, got {settle_periods}")
+        self.window, self.min_samples, self.settle_periods = window, min_samples, settle_periods
+        self.samples: deque[Sample] = deque(maxlen=window)
+        self.last_executors: int | None = None  # executors of the last observed period
+        self.since_change = settle_periods  # periods observed since the executor count last changed
+        self._fit: Fit | None = None
+        self._fitted = False  # _fit is up to date with the samples
+
+    # ---- learning ------------------------------------------------------------------------------------------
+    def observe(
+        self,
+        records: float | None,
+        duration_s: float | None,
+        executors: int | None,
+        partitions: int | None = None,
+        interval_s: float | None = None,
+        response_time_s: float | None = None,
+        speed: float = 1.0,
+    ) -> bool:
+        """One period's measurements: mean records per batch, mean batch duration (s), executors in place,
+        partitions (None: unknown), trigger interval (s), mean response time (s). Returns whether it became a
+        sample; a period with a missing or non-positive field (no batch, no executor) only advances the
+        executor-change clock when the executor count is known."""
+        if executors is not None and executors > 0:
+            if self.last_executors is not None and executors != self.last_executors:
+                self.since_change = 0
+            else:
+                self.since_change += 1
+            self.last_executors = int(executors)
+        if records is None or duration_s is None or executors is None:
+            return False
+        if not (records > 0 and duration_s > 0 and executors > 0 and speed > 0):
+            return False
+        if not (math.isfinite(records) and math.isfinite(duration_s)):
+            return False
+        rt = response_time_s if response_time_s is not None and math.isfinite(response_time_s) else None
+        interval = interval_s if interval_s is not None and interval_s > 0 else None
+        parts = int(partitions) if partitions is not None and partitions > 0 else None
+        self.samples.append(
+            Sample(
+                float(records),
+                float(duration_s),
+                int(executors),
+                parts,
+                float(speed),
+                None if interval is None else float(interval),
+                None if rt is None else float(rt),
+                self.since_change < self.settle_periods,
+            )
+        )
+        self._fitted = False
+        return True
+
+    # ---- the fit -------------------------------------------------------------------------------------------
+    def fit(self) -> Fit | None:
+        """The least-squares fit over the window's settled periods; None while it cannot separate overhead from
+        per-record cost (fewer than two periods, no spread of records / parallelism, a non-positive cost)."""
+        if self._fitted:
+            return self._fit
+        self._fitted = True
+        self._fit = None
+        settled = [s for s in self.samples if not s.settling]
+        if len(settled) < 2:
+            return None
+        x = np.array([s.work for s in settled])
+        y = np.array([s.duration_s for s in settled])
+        mean_x = float(x.mean())
+        if not x.std() > MIN_SPREAD * mean_x:
+            return None
+        b, a = np.polyfit(x, y, 1)
+        if a < 0.0:  # no negative overhead: the line through the origin
+            a, b = 0.0, float(x @ y / (x @ x))
+        if not b > 0.0:
+            return None
+        resid = y - (a + b * x)
+        rmse = float(np.sqrt(np.mean(resid * resid)))
+        ratios = [s.duration_s / (a + b * s.work) for s in self.samples if s.settling]
+        penalty = float(np.mean(ratios)) if ratios else 1.0
+        gaps = [
+            s.response_time_s - _latency(s.duration_s, s.interval_s)
+            for s in settled
+            if s.response_time_s is not None
+        ]
+        offset = float(np.mean(gaps)) if gaps else 0.0
+        counts = len({s.executors for s in settled})
+        self._fit = Fit(float(a), float(b), rmse, len(settled), penalty, offset, counts)
+        return self._fit
+
+    @property
+    def ready(self) -> bool:
+        """Whether the fit may be planned on: it exists, and its periods ran on two executor counts or more, or
+        number at least ``min_samples``."""
+        f = self.fit()
+        return f is not None and (f.executor_counts >= 2 or f.n >= self.min_samples)
+
+    def _params(self) -> Fit:
+        f = self.fit()
+        if f is None:
+            raise ValueError("engine model: not fitted yet (too few periods, or no spread of batch sizes)")
+        return f
+
+    # ---- predictions ---------------------------------------------------------------------------------------
+    def batch_s(
+        self,
+        records: float,
+        executors: int,
+        partitions: int | None = None,
+        speed: float = 1.0,
+        settling: bool = False,
+    ) -> float:
+        """Duration (s) of one batch of ``records`` records; ``settling``: right after an executor change (x the
+        measured penalty)."""
+        f = self._params()
+        e = effective_parallelism(executors, partitions, speed)
+        if e <= 0:
+            return math.inf
+        d = f.overhead_s + f.cost_s_per_record * records / e
+        return d * f.penalty if settling else d
+
+    def predict_batch_s(
+        self,
+        rate: float,
+        executors: int,
+        interval_s: float | None,
+        partitions: int | None = None,
+        speed: float = 1.0,
+    ) -> float:
+        """Steady-state mean batch duration (s) at an arrival ``rate`` (tuples/s): ``a + b rate T / e`` while that
+        fits in the interval ``T``; else batches run back to back and settle at ``a / (1 - b rate / e)``
+        (``inf`` at or beyond the capacity)."""
+        f = self._params()
+        e = effective_parallelism(executors, partitions, speed)
+        if e <= 0:
+            return math.inf
+        a, b = f.overhead_s, f.cost_s_per_record
+        if interval_s:
+            d = a + b * rate * interval_s / e
+            if d <= interval_s:
+                return d
+        load = b * rate / e
+        return a / (1.0 - load) if load < 1.0 else math.inf
+
+    def predict_latency_s(
+        self,
+        rate: float,
+        executors: int,
+        interval_s: float | None,
+        partitions: int | None = None,
+        speed: float = 1.0,
+    ) -> float:
+        """Steady-state mean response time (s) at ``rate`` (tuples/s): ``max(T, d) / 2 + d + offset``."""
+        d = self.predict_batch_s(rate, executors, interval_s, partitions, speed)
+        return _latency(d, interval_s) + self._params().latency_offset_s
+
+    def capacity(self, executors: int, partitions: int | None = None, speed: float = 1.0) -> float:
+        """Throughput limit (tuples/s) of ``executors``: ``e / cost`` (batches back to back, the overhead
+        amortised over ever larger batches). A sustained rate at or above it builds an unbounded backlog."""
+        f = self._params()
+        return effective_parallelism(executors, partitions, speed) / f.cost_s_per_record
+
+    def max_rate(
+        self,
+        executors: int,
+        interval_s: float | None,
+        r_max_s: float,
+        partitions: int | None = None,
+        speed: float = 1.0,
+    ) -> float:
+        """The largest arrival rate (tuples/s) whose steady-state mean response time meets ``r_max_s`` (s) on
+        ``executors`` (0 when even an idle query would not): the inverse of :meth:`predict_latency_s`."""
+        f = self._params()
+        e = effective_parallelism(executors, partitions, speed)
+        a, b = f.overhead_s, f.cost_s_per_record
+        r = r_max_s - f.latency_offset_s  # what the formula max(T, d) / 2 + d may reach
+        t = interval_s or 0.0
+        if e <= 0 or r <= 0:
+            return 0.0
+        if t > 0 and a < t and r < 1.5 * t:  # batches within the interval: r = T / 2 + a + b rate T / e
+            return max(0.0, e * (r - 0.5 * t - a) / (b * t))
+        # batches back to back: 1.5 d <= r with d = a / (1 - b rate / e)
+        return max(0.0, e / b * (1.0 - 1.5 * a / r))
+
+    def backlog_evolution(
+        self,
+        backlog: float,
+        rate: float,
+        executors: int,
+        interval_s: float | None,
+        period_s: float,
+        partitions: int | None = None,
+        speed: float = 1.0,
+        settling: bool = False,
+    ) -> list[tuple[float, float]]:
+        """Batch by batch over one period of ``period_s`` seconds: ``(start s, records taken)`` of each batch that
+        starts in it. The first batch takes the ``backlog`` (tuples waiting, at least one interval's arrivals),
+        each next one what arrived while the previous ran (``max(T, d)``). ``settling``: every batch runs at the
+        post-change penalty."""
+        t_int = interval_s or 0.0
+        q = max(float(backlog), rate * t_int)
+        out: list[tuple[float, float]] = []
+        t = 0.0
+        while t < period_s and len(out) < MAX_BATCHES_PER_PERIOD:
+            out.append((t, q))
+            d = self.batch_s(q, executors, partitions, speed, settling)
+            step = max(t_int, d)
+            if not math.isfinite(step) or step <= 0:
+                break
+            t += step
+            q = rate * step
+        return out
+
+    def backlog_after(
+        self,
+        backlog: float,
+        rate: float,
+        executors: int,
+        interval_s: float | None,
+        period_s: float,
+        partitions: int | None = None,
+        speed: float = 1.0,
+        settling: bool = False,
+    ) -> float:
+        """Tuples waiting for a batch at the end of the period (:meth:`backlog_evolution`): what the batch that
+        would start next takes, i.e. the arrivals since the last batch started in the period."""
+        batches = self.backlog_evolution(
+            backlog, rate, executors, interval_s, period_s, partitions, speed, settling
+        )
+        start, q = batches[-1]
+        d = self.batch_s(q, executors, partitions, speed, settling)
+        return rate * max(interval_s or 0.0, d)
+
+    def drains_within(
+        self,
+        backlog: float,
+        rate: float,
+        executors: int,
+        interval_s: float | None,
+        period_s: float,
+        partitions: int | None = None,
+        speed: float = 1.0,
+        settling: bool = False,
+        r_max_s: float | None = None,
+    ) -> bool:
+        """Whether the query catches up within ``period_s`` (s): some batch starting in the period also finishes in
+        it with a predicted response time within ``r_max_s`` (s) -- or, without a bound, no longer than the
+        steady-state batch at this rate (within :data:`CATCH_UP_TOLERANCE`), i.e. back to its usual cadence."""
+        t_int = interval_s or 0.0
+        steady = self.predict_batch_s(rate, executors, interval_s, partitions, speed)
+        offset = self._params().latency_offset_s
+        if not math.isfinite(steady):  # at or above the capacity: every batch is larger than the last
+            return False
+        for start, q in self.backlog_evolution(
+            backlog, rate, executors, interval_s, period_s, partitions, speed, settling
+        ):
+            d = self.batch_s(q, executors, partitions, speed, settling)
+            if start + d > period_s:
+                break
+            if r_max_s is not None:
+                if _latency(d, interval_s) + offset <= r_max_s:
+                    return True
+            elif d <= max(t_int, steady) * (1.0 + CATCH_UP_TOLERANCE):
+                return True
+        return False
+
+    # ---- reporting and state -------------------------------------------------------------------------------
+    def summary(self) -> dict[str, Any]:
+        """The fit for an explanation: ``overhead_s``, ``cost_ms_per_record``, ``rmse_s``, ``n``, ``penalty``,
+        ``latency_offset_s``, ``ready``; only ``n`` (periods in the window) and ``ready`` before a fit."""
+        f = self.fit()
+        if f is None:
+            return {"n": len(self.samples), "ready": False}
+        return {
+            "overhead_s": f.overhead_s,
+            "cost_ms_per_record": 1000.0 * f.cost_s_per_record,
+            "rmse_s": f.rmse_s,
+            "n": f.n,
+            "penalty": f.penalty,
+            "latency_offset_s": f.latency_offset_s,
+            "ready": self.ready,
+        }
+
+    def to_state(self) -> dict[str, Any]:
+        """JSON-able state; :meth:`from_state` restores it exactly."""
+        return {
+            "window": self.window,
+            "min_samples": self.min_samples,
+            "settle_periods": self.settle_periods,
+            "last_executors": self.last_executors,
+            "since_change": self.since_change,
+            "samples": [list(asdict(s).values()) for s in self.samples],
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> MicroBatchModel:
+        """The model :meth:`to_state` described; ValueError naming the field when it is malformed."""
+        try:
+            model = cls(int(state["window"]), int(state["min_samples"]), int(state["settle_periods"]))
+            last = state["last_executors"]
+            model.last_executors = None if last is None else int(last)
+            model.since_change = int(state["since_change"])
+            for row in state["samples"]:
+                model.samples.append(Sample(*row))
+        except KeyError as exc:
+            raise ValueError(f"engine model state: missing field {exc.args[0]!r}") from exc
+        except TypeError as exc:
+            raise ValueError(f"engine model state: malformed samples ({exc})") from exc
+        return model
+
+
+def _latency(duration_s: float, interval_s: float | None) -> float:
+    """Mean response time (s) of a record in batches of ``duration_s`` at trigger interval ``interval_s``: it
+    waits half an interval (half a batch when batches run back to back), then its batch runs."""
+    return 0.5 * max(interval_s or 0.0, duration_s) + duration_s

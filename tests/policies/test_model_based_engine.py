@@ -1,0 +1,226 @@
+"""model-based with the micro-batch engine model (``engine_model``, policies/om/engine_plan.py), on a small
+micro-batch engine simulated batch by batch: it plans on the fitted model from its first periods, steps over
+a backlog in one reconfiguration, and changes nothing when the observations carry no batch measurements."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from policies.base import JUMP, Observation
+from policies.engine_model import effective_parallelism
+from policies.model import NodeType, OperatorSpec, RateLevels
+from policies.om.model_based import ModelBased
+
+A_S, B_S = (
+    1.0,
+    0.025,
+)  # overhead (s per batch), cost (s per record on one executor): 40 records/s per executor
+PARTITIONS, INTERVAL_S, PERIOD_S, R_MAX_S, K_MAX = 12, 5.0, 15.0, 15.0, 6
+PENALTY = 1.5  # batches of the period after an executor change run this much slower
+
+
+class MicroBatchEngine:
+    """Batches of all waiting records every ``INTERVAL_S`` (back to back when longer), duration
+    ``A_S + B_S r / e`` (``e``: effective parallelism over ``PARTITIONS``), x ``PENALTY`` in the period after a
+    change; a record's response time = half the gap since the previous batch's start + its batch's duration."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.next_start = 0.0
+        self.prev_start = -INTERVAL_S
+        self.arrived_until = 0.0
+        self.waiting = 0.0
+        self.k_prev: int | None = None
+
+    def period(self, k: int, rate: float, batch_fields: bool = True) -> Observation:
+        end = self.now + PERIOD_S
+        changed = self.k_prev is not None and k != self.k_prev
+        batches = []
+        while self.next_start < end:
+            s = self.next_start
+            self.waiting += rate * (s - self.arrived_until)
+            self.arrived_until = s
+            r, self.waiting = self.waiting, 0.0
+            d = (A_S + B_S * r / effective_parallelism(k, PARTITIONS)) * (PENALTY if changed else 1.0)
+            batches.append((r, d, 0.5 * (s - self.prev_start) + d))
+            self.prev_start = s
+            self.next_start = s + max(INTERVAL_S, d)
+        self.waiting += rate * (end - self.arrived_until)
+        self.arrived_until = end
+        self.now, self.k_prev = end, k
+        dep = np.array([k])
+        if not batches:
+            return Observation(dep, rate, complete=False)
+        rows = np.array([b[0] for b in batches])
+        durations = np.array([b[1] for b in batches])
+        rt = float(np.average([b[2] for b in batches], weights=np.maximum(rows, 1e-9)))
+        obs = Observation(
+            dep,
+            rate,
+            response_time_s=rt,
+            violated=rt > R_MAX_S,
+            utilisation=min(float(durations.sum()) / PERIOD_S, 1.0),
+            processing_rate=float(rows.sum()) / PERIOD_S,
+        )
+        if batch_fields:
+            obs.batch_duration_s, obs.batch_records = float(durations.mean()), float(rows.mean())
+            obs.partitions, obs.batch_interval_s = PARTITIONS, INTERVAL_S
+            obs.backlog, obs.period_s = self.waiting, PERIOD_S
+        return obs
+
+
+def _spec() -> OperatorSpec:
+    return OperatorSpec(
+        node_types=(NodeType("exec.small", 1.0, 0.005, 1, 512),),
+        k_max=K_MAX,
+        r_max_s=R_MAX_S,
+        rate_levels=RateLevels(30, 250.0),
+    )
+
+
+def _ramp(periods: int = 30) -> list[float]:
+    """10 -> 190 tuples/s over 18 periods, then held (a morning ramp, 72x compressed)."""
+    return [min(10.0 + 10.0 * i, 190.0) for i in range(periods)]
+
+
+def _run(policy: ModelBased, rates: list[float], batch_fields: bool = True):
+    engine, k, out = MicroBatchEngine(), 1, []
+    for rate in rates:
+        obs = engine.period(k, rate, batch_fields)
+        proposal = policy.step(obs)
+        out.append((k, obs, proposal))
+        k = int(proposal.deployment.sum())
+    return out
+
+
+def _violations(run) -> int:
+    return sum(1 for _, obs, _ in run if obs.complete and obs.violated)
+
+
+def test_without_batch_measurements_nothing_changes() -> None:
+    params = {"capacity_bound": True, "multi_step": True}
+    auto = ModelBased(_spec(), params)
+    off = ModelBased(_spec(), {**params, "engine_model": "off"})
+    a, b = _run(auto, _ramp(), batch_fields=False), _run(off, _ramp(), batch_fields=False)
+    assert [p.action for _, _, p in a] == [p.action for _, _, p in b]
+    assert [k for k, _, _ in a] == [k for k, _, _ in b]
+    assert "engine_model" not in a[-1][2].explanation
+    assert np.array_equal(auto.v_hat, off.v_hat) and np.array_equal(auto.future, off.future)
+
+
+def test_untrained_policy_plans_on_the_engine_model_and_violates_less() -> None:
+    # the recommended variant (model-based-trend): no violation with the engine model, 13 with the linear bound
+    params = {"capacity_bound": True, "multi_step": True, "trend_periods": 3}
+    with_model = _run(ModelBased(_spec(), params), _ramp())
+    linear = _run(ModelBased(_spec(), {**params, "engine_model": "off"}), _ramp())
+    assert _violations(with_model) == 0
+    assert _violations(linear) >= 5
+    # without the trend the ramp outruns one replica per period, but the backlog step catches up (5 against 17)
+    params = {"capacity_bound": True, "multi_step": True}
+    stepped = _run(ModelBased(_spec(), params), _ramp())
+    assert _violations(stepped) < _violations(
+        _run(ModelBased(_spec(), {**params, "engine_model": "off"}), _ramp())
+    )
+    assert any(p.action == JUMP for _, _, p in stepped)
+    note = with_model[-1][2].explanation["engine_model"]
+    assert note["planning"] and note["n"] >= 4
+    assert note["overhead_s"] == pytest.approx(A_S, abs=0.05)
+    assert note["cost_ms_per_record"] == pytest.approx(1000 * B_S, rel=0.05)
+    assert note["rmse_s"] < 0.05
+    assert 1.0 < note["penalty"] <= PENALTY
+    # 5 executors on 12 partitions carry no more than 4 (3 waves of tasks)
+    assert note["max_rate_tuples_s"]["5"] == pytest.approx(note["max_rate_tuples_s"]["4"])
+    # and the policy never holds 5 (the same capacity as 4 at a higher price)
+    assert 5 not in [k for k, _, _ in with_model]
+
+
+def test_planning_starts_once_two_executor_counts_were_seen() -> None:
+    policy = ModelBased(_spec(), {"capacity_bound": True})
+    engine = MicroBatchEngine()
+    for k, rate in ((1, 10.0), (1, 20.0), (2, 30.0), (2, 40.0), (2, 50.0)):
+        policy.step(engine.period(k, rate))
+    # the period of the change and the one after settle (penalty); the fit needs two settled periods per count
+    assert policy.engine.ready == policy._engine_active()
+    assert policy._engine_active()
+    expected = [policy.engine.max_rate(n, INTERVAL_S, R_MAX_S, PARTITIONS) for n in policy.space.class_n]
+    assert np.allclose(policy._thresholds, expected)
+
+
+def _warmed(params: dict) -> tuple[ModelBased, MicroBatchEngine]:
+    policy, engine = ModelBased(_spec(), params), MicroBatchEngine()
+    for k, rate in ((1, 10.0), (1, 20.0), (1, 30.0), (2, 30.0), (2, 40.0), (2, 50.0), (2, 50.0)):
+        policy.step(engine.period(k, rate))
+    assert policy._engine_active()
+    return policy, engine
+
+
+def test_a_backlog_one_replica_cannot_drain_asks_for_a_multi_replica_step() -> None:
+    def drains(policy: ModelBased, backlog: float) -> list[bool]:
+        return [
+            policy.engine.drains_within(
+                backlog, 100.0, m, INTERVAL_S, PERIOD_S, PARTITIONS, settling=True, r_max_s=R_MAX_S
+            )
+            for m in range(1, K_MAX + 1)
+        ]
+
+    params = {"capacity_bound": True, "multi_step": True}
+    policy, engine = _warmed(params)
+    obs = engine.period(2, 100.0)
+    obs.backlog = 1000.0  # tuples waiting: ten intervals' arrivals
+    proposal = policy.step(obs)
+    assert drains(policy, 1000.0) == [False, False, False, True, True, True]
+    assert proposal.action == JUMP and proposal.deployment.tolist() == [4]  # the smallest that drains it
+    step = proposal.explanation["engine_model"]["backlog_step"]
+    assert step["target"] == [4] and "3 replicas would not drain it" in step["reason"]
+    # a backlog nothing drains within a period: the fastest drain (6 executors: 12 partitions in 2 waves)
+    policy, engine = _warmed(params)
+    obs = engine.period(2, 100.0)
+    obs.backlog = 4000.0
+    assert not any(drains(policy, 4000.0))
+    proposal = policy.step(obs)
+    assert proposal.action == JUMP and proposal.deployment.tolist() == [6]
+    assert "drain it fastest" in proposal.explanation["engine_model"]["backlog_step"]["reason"]
+    # without multi_step the policy keeps to one replica per period
+    single, engine = _warmed({"capacity_bound": True})
+    obs = engine.period(2, 100.0)
+    obs.backlog = 1000.0
+    proposal = single.step(obs)
+    assert proposal.action != JUMP and "backlog_step" not in proposal.explanation["engine_model"]
+
+
+def test_a_rate_no_deployment_carries_steps_to_the_one_that_carries_the_most() -> None:
+    """The violation model reads "every deployment violates" and its cost alone would keep the cheapest."""
+    policy, engine = _warmed({"capacity_bound": True, "multi_step": True})
+    carried = [policy.engine.max_rate(n, INTERVAL_S, R_MAX_S, PARTITIONS) for n in range(1, K_MAX + 1)]
+    obs = engine.period(3, 50.0)
+    obs.input_rate, obs.backlog, obs.violated = 1.2 * carried[-1], None, True  # above 6 executors' rate
+    proposal = policy.step(obs)
+    assert proposal.action == JUMP and proposal.deployment.tolist() == [6]
+    step = proposal.explanation["engine_model"]["backlog_step"]
+    assert step["backlog_tuples"] is None and "6 replicas carry the most" in step["reason"]
+    # a rate some deployment carries is left to the violation model
+    policy, engine = _warmed({"capacity_bound": True, "multi_step": True})
+    obs = engine.period(3, 50.0)
+    obs.input_rate, obs.backlog, obs.violated = 0.5 * (carried[3] + carried[5]), None, True
+    proposal = policy.step(obs)
+    assert "backlog_step" not in proposal.explanation["engine_model"]
+    assert proposal.deployment.tolist() == [6]  # the MDP's own step: 6 carries it, 4 and 5 do not
+
+
+def test_the_engine_fit_survives_the_agent_state_exactly() -> None:
+    spec = _spec()
+    policy = ModelBased(spec, {"capacity_bound": True, "multi_step": True})
+    run = _run(policy, _ramp(12))
+    restored = ModelBased.from_state(_spec(), policy.state_bytes())
+    assert restored.engine.to_state() == policy.engine.to_state()
+    assert restored._engine_active() and restored._engine_ctx == policy._engine_ctx
+    engine = MicroBatchEngine()
+    for k, obs, _ in run:  # replay the engine to the same point, then one more period for both
+        engine.period(k, obs.input_rate)
+    nxt = engine.period(int(run[-1][2].deployment.sum()), 130.0)
+    a, b = policy.step(nxt), restored.step(nxt)
+    assert a.action == b.action and np.array_equal(a.deployment, b.deployment)
+    assert a.explanation["engine_model"] == b.explanation["engine_model"]
+    with pytest.raises(ValueError, match="params.engine_model"):
+        ModelBased(spec, {"engine_model": "always"})
