@@ -171,6 +171,17 @@
     });
   }
 
+  // the rollup (built by the dashboard.rollup task, never by this request) may be behind the control loop
+  var rollupEl = document.getElementById("rollup-status");
+  function rollupNote(d) {
+    if (!rollupEl) { return; }
+    if (!d.behindPeriods) { rollupEl.textContent = ""; rollupEl.hidden = true; return; }
+    rollupEl.hidden = false;
+    rollupEl.textContent = (d.rolledToMs === null ? "Not rolled up yet" : "Rolled up to " + fmtTime(d.rolledToMs) +
+      " UTC") + ": " + d.behindPeriods + " newer period" + (d.behindPeriods === 1 ? "" : "s") +
+      " (to " + fmtTime(d.ledgerLastMs) + " UTC) not shown yet; the charts follow within a few seconds.";
+  }
+
   var pending = false;       // a reload asked for while one was in flight (range change, zoom)
   function load() {
     if (busy) { pending = true; return; }
@@ -187,6 +198,7 @@
           statusEl.textContent = d.rows + " periods in range, at most " + d.maxPoints + " points per series (" +
             Math.round(performance.now() - started) + " ms)";
         }
+        rollupNote(d);
         return Plotly.react(el, traces(d), layout(d), {responsive: true, displaylogo: false}).then(function () {
           el.dataset.rows = String(d.rows);
           el.dataset.events = String(d.events.length);
