@@ -194,8 +194,13 @@ def _compute(
         "window": WINDOW_PERIODS,
     }
     # cost per hour and cumulative cost by node type
-    type_cols = frame.prefixed("cost:")
-    types = [c.split(":", 1)[1] for c in type_cols]
+    all_types = [c.split(":", 1)[1] for c in frame.prefixed("cost:")]
+    out["nodeTypes"] = all_types  # every type of the application, in its catalog's order (stable colours)
+    out["operators"] = sorted({c.split(":")[1] for c in frame.prefixed("replicas:")})
+    # types that cost nothing in the range (never used) are left out: nothing to stack, fewer series to draw
+    spent = np.nansum(frame.cols([f"cost:{ty}" for ty in all_types]), axis=0) > 0 if all_types else []
+    types = [ty for ty, used in zip(all_types, spent, strict=True) if used]
+    type_cols = [f"cost:{ty}" for ty in types]
     costs = frame.cols(type_cols)
     per_hour = costs * 3600.0 / period_s
     cumulative = np.cumsum(np.nan_to_num(costs), axis=0)
