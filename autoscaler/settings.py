@@ -184,6 +184,14 @@ STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns about a missi
 # serve the apps' static files also without collectstatic: with DEBUG now off by default, a run on the
 # embedded defaults (tests, runserver) still gets its pages' scripts and styles; production collects them anyway
 WHITENOISE_USE_FINDERS = True
+# production (DEBUG off): collectstatic writes content-hashed, gzip-compressed copies that WhiteNoise serves with a
+# ten-year max-age ("immutable"); pages link the hashed names, so a new release busts the browsers' caches. Without
+# collectstatic, or with DEBUG on (edited files show at once), pages link the plain names, served from the apps
+# (dashboard.staticfiles). One storage whatever DEBUG: the image's collectstatic runs with DEBUG on.
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "dashboard.staticfiles.CompressedManifestOrPlainStorage"},
+}
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
