@@ -131,7 +131,7 @@ def _compute(
     app: Application, range_name: str, start: float | None, end: float | None, max_points: int
 ) -> dict[str, Any]:
     start, end, last = resolve_range(app, range_name, start, end)
-    frame = monitor_rollup.load(app, start, end)
+    frame = monitor_rollup.load(app, start, end, max_events=MAX_EVENTS)
     n = len(frame)
     t = frame.times
     period_s = float(np.median(np.diff(t))) if n > 1 else float(app.om_period_s)

@@ -336,25 +336,35 @@ class Frame:
         return [c for c in self.columns if c.startswith(prefix)]
 
 
-def load(app: Application, start: float | None = None, end: float | None = None) -> Frame:
-    """Rows with ``start <= time <= end`` (s since the epoch; None = unbounded); values stay float32."""
+def load(
+    app: Application, start: float | None = None, end: float | None = None, max_events: int | None = None
+) -> Frame:
+    """Rows with ``start <= time <= end`` (s since the epoch; None = unbounded); values stay float32.
+
+    ``max_events``: read only the newest days' events until at least that many are in the range (a month holds
+    thousands; decoding them all costs more than the rest of the read); None = all."""
     qs = SeriesChunk.objects.filter(application=app)
     if start is not None and math.isfinite(start):
         qs = qs.filter(day__gte=int(start // DAY_S))
     if end is not None and math.isfinite(end):
         qs = qs.filter(day__lte=int(end // DAY_S))
-    parts = list(qs.order_by("day").values_list("columns", "times", "values", "events"))
+    parts = list(qs.order_by("day").values_list("columns", "times", "values"))
     columns: list[str] = []
-    for cols, _, _, _ in parts:
+    for cols, _, _ in parts:
         for c in cols:
             if c not in columns:
                 columns.append(c)
     index = {c: j for j, c in enumerate(columns)}
+    lo_t = -math.inf if start is None else start
+    hi_t = math.inf if end is None else end
+    events: list[list] = []
+    for evs in qs.order_by("-day").values_list("events", flat=True).iterator(chunk_size=4):
+        events[:0] = [e for e in evs or [] if lo_t <= e[0] <= hi_t]
+        if max_events is not None and len(events) >= max_events:
+            break
     ts, vs = [], []
-    events = []
-    for cols, times, values, evs in parts:
+    for cols, times, values in parts:
         t, v = _unpack(cols, times, values)
-        events.extend(evs or [])
         if list(cols) == columns:
             vs.append(v)
         else:
@@ -368,9 +378,6 @@ def load(app: Application, start: float | None = None, end: float | None = None)
     values = np.vstack(vs)  # float32; columns are widened to float64 when read
     lo = 0 if start is None else int(np.searchsorted(times, start, side="left"))
     hi = len(times) if end is None else int(np.searchsorted(times, end, side="right"))
-    lo_t = -math.inf if start is None else start
-    hi_t = math.inf if end is None else end
-    events = [e for e in events if lo_t <= e[0] <= hi_t]
     return Frame(times[lo:hi], columns, values[lo:hi], events)
 
 
