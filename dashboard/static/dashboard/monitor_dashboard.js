@@ -79,7 +79,7 @@
     var paperH = H - M.t - M.b;
     function py(px) { return 1 - px / paperH; }  // pixels from the paper's top -> paper fraction
     var lay = {
-      width: W, height: H, margin: M, autosize: false, hovermode: "x unified", annotations: [], shapes: [], uirevision: "keep",
+      width: W, height: H, margin: Object.assign({}, M), autosize: false, hovermode: "x unified", annotations: [], shapes: [], uirevision: "keep",
       font: {family: "\"Open Sans\", verdana, arial, sans-serif", size: 12}
     };
     ROWS.forEach(function (row, i) {
