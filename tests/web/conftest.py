@@ -206,7 +206,7 @@ def chart_problems(pg) -> list[str]:
 def chart_overlaps(pg) -> list[str]:
     """Text and legends of the page's plotly charts that overprint one another or are cut off by their chart:
     titles (figure titles and bold subplot-title annotations), legends, tick labels (those of one axis are not
-    compared with one another) and axis titles, colour bars. Returns "a / b" descriptions of the pairs whose boxes intersect by more than 2 px
+    compared with one another) and axis titles, colour bars, and the plot areas (a legend over the data). Returns "a / b" descriptions of the pairs whose boxes intersect by more than 2 px
     both ways, and "a: clipped" for a box reaching outside its chart's SVG."""
     return pg.evaluate(
         """() => {
@@ -227,6 +227,8 @@ def chart_overlaps(pg) -> list[str]:
             gd.querySelectorAll('g[class^="g-x"][class$="title"] text, g[class^="g-y"][class$="title"] text').forEach(
               (t) => add(`chart${n} ${t.parentNode.getAttribute('class')}`, box(t)));
             gd.querySelectorAll('g.colorbar').forEach((g) => add(`chart${n} colorbar`, box(g)));
+            // plot areas: a legend or title must not cover the data (tick labels and axis titles sit beside them)
+            gd.querySelectorAll('rect.nsewdrag').forEach((r, i) => add(`chart${n} plot area ${i}`, box(r), 'plots'));
             const svg = box(gd.querySelector('svg.main-svg'));
             items.forEach(([name, b]) => {
               if (b.l < svg.l - 1 || b.r > svg.r + 1 || b.t < svg.t - 1 || b.b > svg.b + 1) { out.push(`${name}: clipped`); }

@@ -44,7 +44,7 @@
   var measure = document.createElement("canvas").getContext("2d");
   function textWidth(t) { measure.font = FONT; return measure.measureText(t).width; }
   var M = {l: 62, r: 14, t: 8, b: 8};
-  var TITLE_H = 22, LEGEND_ROW_H = 20, TICKS_H = 40, GAP_H = 16;
+  var LEGEND_ROW_H = 19, LEGEND_PAD_H = 12, TICKS_H = 40, GAP_H = 16;  // as plotly draws them (px)
 
   // a title's lines (words kept whole) that fit ``maxW`` pixels in the bold 13-px title font
   function wrap(text, maxW) {
@@ -59,20 +59,23 @@
   }
   function legendBlock(names, plotW) {
     if (!names.length) { return {h: 0, entry: 0}; }
-    var entry = Math.ceil(Math.max.apply(null, names.map(textWidth)) + 46);  // symbol + padding + text
-    entry = Math.min(entry, plotW);
-    var perRow = Math.max(1, Math.floor(plotW / entry));
-    return {h: Math.ceil(names.length / perRow) * LEGEND_ROW_H + 6, entry: entry};
+    // plotly gives each entry its text width ("entrywidth") + 40 px (symbol, gaps) + 5 px between entries
+    var entry = Math.ceil(Math.max.apply(null, names.map(textWidth)) + 6);
+    entry = Math.min(entry, plotW - 45);
+    var perRow = Math.max(1, Math.floor(plotW / (entry + 45)));
+    return {h: Math.ceil(names.length / perRow) * LEGEND_ROW_H + LEGEND_PAD_H, entry: entry};
   }
 
-  function layout(d, data) {
+  function layout(d, data, measured) {
     var W = Math.max(300, el.clientWidth || 1000), narrow = W < 600;
     var plotW = W - M.l - M.r, plotH = narrow ? 170 : 200;
     var blocks = ROWS.map(function (row, i) {
       var names = data.filter(function (t) { return t.legend === legendName(i) && t.showlegend !== false; })
         .map(function (t) { return t.name; });
       var lines = wrap(narrow ? row.short : row.title, W - M.r - 4);
-      return {titleH: lines.length * 17 + 5, title: lines.join("<br>"), legend: legendBlock(names, plotW)};
+      var legend = legendBlock(names, plotW);
+      if (measured && measured[i] > legend.h) { legend.h = measured[i]; }  // as plotly wrapped it
+      return {titleH: lines.length * 17 + 5, title: lines.join("<br>"), legend: legend};
     });
     var H = M.t + M.b;
     blocks.forEach(function (b) { b.top = H - M.b; H += b.titleH + b.legend.h + plotH + TICKS_H + GAP_H; });
@@ -96,9 +99,11 @@
                             align: "left", showarrow: false, font: {size: 13}});
       lay[legendName(i)] = {orientation: "h", x: 0, xanchor: "left", y: py(b.top + b.titleH), yanchor: "top",
                             entrywidth: b.legend.entry, entrywidthmode: "pixels", font: {size: 12},
+                            traceorder: "normal",  // not "grouped" (columns per group): rows as estimated
                             bgcolor: "rgba(255,255,255,0)", tracegroupgap: 0};
     });
     lay.showlegend = true;
+    reserved = blocks.map(function (b) { return b.legend.h; });
     lay[axisName(ROWS.length - 1, "xaxis")].title = {text: narrow ? "" : "time (UTC)", standoff: 2};
     if (zoom) { lay.xaxis.range = [new Date(zoom[0]).toISOString(), new Date(zoom[1]).toISOString()]; }
     // the response-time axis stops at RT_CLIP x R_max so that R_max stays readable under 10-s spikes
@@ -252,11 +257,24 @@
   }
 
   var lastData = null;
+  var reserved = [];  // the legends' heights the last layout reserved (px)
+  // each legend's drawn height (px), or 0 when it has no entries
+  function legendHeights() {
+    return ROWS.map(function (row, i) {
+      var g = el.querySelector("g." + legendName(i) + " rect.bg");
+      return g ? Math.ceil(g.getBoundingClientRect().height) + 6 : 0;
+    });
+  }
   function draw(d) {
     var data = traces(d), lay = layout(d, data);
     // not plotly's "responsive": it would size the figure to the container's height; the resize handler below
     // lays it out again for the new width (explicit width and height)
     return Plotly.react(el, data, lay, {displaylogo: false}).then(function () {
+      // a legend plotly wrapped onto more rows than estimated: lay out again with the heights it drew
+      var drawn = legendHeights();
+      var tight = reserved.some(function (h, i) { return drawn[i] > h + 1; });
+      if (tight) { lay = layout(d, data, drawn); return Plotly.react(el, data, lay, {displaylogo: false}); }
+    }).then(function () {
       el.dataset.layoutWidth = String(Math.max(300, el.clientWidth || 1000));  // tests wait for a re-layout
     });
   }
