@@ -17,7 +17,7 @@
      short: "Budget burn-down vs η_V / η_R", unit: "fraction"},
     {key: "cost", title: "Cost per hour by node type (currency/h)", short: "Cost per hour by node type (currency/h)",
      unit: "currency/h"},
-    {key: "cum", title: "Cumulative cost by node type (currency)", short: "Cumulative cost by node type",
+    {key: "cum", title: "Cumulative cost by node type (currency)", short: "Cumulative cost by node type (currency)",
      unit: "currency"},
     {key: "reps", title: "Replicas per operator, stacked by node type", short: "Replicas per operator and node type",
      unit: "replicas"}
@@ -82,7 +82,8 @@
     var paperH = H - M.t - M.b;
     function py(px) { return 1 - px / paperH; }  // pixels from the paper's top -> paper fraction
     var lay = {
-      width: W, height: H, margin: Object.assign({}, M), autosize: false, hovermode: "x unified", annotations: [], shapes: [], uirevision: "keep",
+      width: W, height: H, margin: Object.assign({}, M), autosize: false, hovermode: "x unified",
+      annotations: [], shapes: [], uirevision: "keep",
       font: {family: "\"Open Sans\", verdana, arial, sans-serif", size: 12}
     };
     ROWS.forEach(function (row, i) {
