@@ -219,9 +219,10 @@ class Command(BaseCommand):
             f"{max(raw):.0f} | {statistics.median(cpu['raw']):.0f} | {raw_size / 1024:.0f} | {n_ticks} / {n_ticks} | 1x |"
         )
         worst = max(statistics.median(ts) for _, ts, _, _, _ in results)  # cold requests included
-        first_worst = max([*first_bulk.values(), *first_after.values()])
+        bulk_worst, after_worst = max(first_bulk.values()), max(first_after.values())
         verdict = "met" if worst < 150 else "NOT met"
-        first_verdict = "met" if first_worst < 300 else "NOT met"
+        bulk_verdict = "met" if bulk_worst < 300 else "NOT met"
+        after_verdict = "met" if after_worst < 300 else "NOT met"
         if browser is not None:
             lines += [
                 "",
@@ -241,7 +242,8 @@ class Command(BaseCommand):
             browser_line = " Time-to-chart: not measured (--browser-repeat 0)."
         lines += [
             "",
-            f"First request after bulk writes (< 300 ms): {first_verdict}; slowest {first_worst:.0f} ms."
+            f"First request after bulk writes (< 300 ms): {bulk_verdict}; slowest {bulk_worst:.0f} ms. First "
+            f"request after the rollup task (< 300 ms): {after_verdict}; slowest {after_worst:.0f} ms."
             f"{browser_line}",
             f"Median (< 150 ms): {verdict}; slowest median {worst:.0f} ms (range=all: {all_med:.0f} ms, "
             f"{raw_med / all_med:.0f}x faster than the raw query). Every row but the cached one is computed from "
@@ -250,7 +252,12 @@ class Command(BaseCommand):
             f"Medians of {opts['repeat']} requests ({opts['raw_repeat']} for the raw baseline). CPU ms is this "
             "process only (the web server's share; PostgreSQL's is in the wall time). Other helpers' jobs "
             "were running on the 2 cores (load average at the end: "
-            f"{', '.join(f'{v:.1f}' for v in _loadavg())}).",
+            f"{', '.join(f'{v:.1f}' for v in _loadavg())}): wall times include waiting for a core, the CPU "
+            "column is the request's own work.",
+            "Before the rollups left the request path (issue 22) the first request after a week of bulk writes "
+            "built them during the request (5.4 s) and a week took ~7 s to draw; now the rollup task "
+            "(``dashboard.rollup``, a Celery beat entry) builds them, the page says how far it is behind, and the "
+            "page loads plotly's cartesian bundle (1.5 MB instead of 4.8 MB) while data.json is already on its way.",
         ]
         body_md = "\n".join(lines)
         self.stdout.write(body_md)
@@ -260,6 +267,8 @@ class Command(BaseCommand):
             cmd = "python manage.py bench_dashboard"
             if opts["days"] != 30 or opts["operators"] != 10:
                 cmd += f" --days {opts['days']:g} --operators {opts['operators']}"
+            if reused:
+                cmd += " --keep --reuse  (the data of an earlier --keep run; its rollup rebuilt and timed)"
             write_section("dashboard", "## Application dashboard server time\n\n" + body_md, cmd)
         if not opts["keep"]:
             app.delete()
