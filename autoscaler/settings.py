@@ -184,6 +184,14 @@ STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns about a missi
 # serve the apps' static files also without collectstatic: with DEBUG now off by default, a run on the
 # embedded defaults (tests, runserver) still gets its pages' scripts and styles; production collects them anyway
 WHITENOISE_USE_FINDERS = True
+# production (DEBUG off): collectstatic writes content-hashed, gzip-compressed copies that WhiteNoise serves with a
+# ten-year max-age ("immutable"); pages link the hashed names, so a new release busts the browsers' caches. Without
+# collectstatic, or with DEBUG on (edited files show at once), pages link the plain names, served from the apps
+# (dashboard.staticfiles). One storage whatever DEBUG: the image's collectstatic runs with DEBUG on.
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "dashboard.staticfiles.CompressedManifestOrPlainStorage"},
+}
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -255,6 +263,11 @@ CELERY_TIMEZONE = TIME_ZONE
 AUTOSCALER_DISPATCH_SPREAD = float(os.environ.get("AUTOSCALER_DISPATCH_SPREAD", "0.5"))
 # seconds between two dispatches (the beat entry of autoscaler.control.apps)
 AUTOSCALER_DISPATCH_INTERVAL_S = float(os.environ.get("AUTOSCALER_DISPATCH_INTERVAL_S", "5"))
+# seconds between two runs of dashboard.rollup (the beat entry of dashboard.apps): the dashboards' charts follow the
+# control loop with at most this delay (plus the run's own time); the pages never build rollups themselves
+AUTOSCALER_ROLLUP_INTERVAL_S = float(os.environ.get("AUTOSCALER_ROLLUP_INTERVAL_S", "10"))
+if AUTOSCALER_ROLLUP_INTERVAL_S <= 0:
+    raise ImproperlyConfigured("AUTOSCALER_ROLLUP_INTERVAL_S must be > 0 (seconds)")
 # a tick that begins more than this many control periods after its slot began is stale: recorded, not applied
 # (0 turns the rule off, e.g. to replay ticks of old slots)
 AUTOSCALER_STALE_AFTER_PERIODS = float(os.environ.get("AUTOSCALER_STALE_AFTER_PERIODS", "1"))
@@ -272,7 +285,9 @@ AUTOSCALER_ENGINE_ENDPOINTS = [
 
 #: directories whose files a simulated application may name as its ``spec.connector.trace`` (absolute paths,
 #: separated by ``os.pathsep``); empty: only the traces shipped in ``connectors/traces/``
-AUTOSCALER_TRACE_DIRS = [d for d in os.environ.get("AUTOSCALER_TRACE_DIRS", "").split(os.pathsep) if d.strip()]
+AUTOSCALER_TRACE_DIRS = [
+    d for d in os.environ.get("AUTOSCALER_TRACE_DIRS", "").split(os.pathsep) if d.strip()
+]
 
 
 def _check_endpoints(endpoints: list[str]) -> None:

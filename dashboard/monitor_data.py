@@ -3,6 +3,12 @@
 Every series ships at most ``max_points`` points (default 2000): lines with LTTB (shape and extremes kept),
 stacked areas reduced per bucket on one shared x axis, violations as merged intervals. Times are sent as
 milliseconds since the epoch (plotly date axes).
+
+The request only reads: the rollup is maintained by the Celery beat task ``dashboard.rollup``. When it is behind
+the ledger (a bulk import, a worker that was down, the first minutes after an upgrade) the answer says so:
+``rolledToMs`` (end of the last rolled-up period), ``ledgerLastMs`` (end of the newest finished tick) and
+``behindPeriods``; the page shows "rolled up to <time>, N periods not yet shown" above the charts and the charts
+end at ``rolledToMs``.
 """
 
 from __future__ import annotations
@@ -24,8 +30,6 @@ MAX_POINTS = 2000
 MAX_EVENTS = 1000
 #: newest missed slots read per request (merged into gaps)
 MAX_GAP_ROWS = 5000
-#: periods rolled up by one page request at most (a long history is rolled up over a few requests; ~5 ms each)
-CATCH_UP_PER_REQUEST = 5_000
 #: seconds a computed answer stays cached (it is keyed by the rollup's state, so never stale)
 CACHE_S = 300
 #: sliding window of the budget burn-down (periods), as the control plane's aggregates
@@ -89,13 +93,12 @@ def dashboard_data(
     start: float | None = None,
     end: float | None = None,
     max_points: int = MAX_POINTS,
-    refresh: bool = True,
 ) -> dict[str, Any]:
-    """Everything the dashboard's charts draw (see the module doc); ``refresh`` rolls up new ticks first.
+    """Everything the dashboard's charts draw (see the module doc), read from the rollup as it is.
 
     Answers are cached (``CACHE_S``) under the rollup's state, so a dashboard polling while no new period
     arrived costs two small queries; any new period or definition change makes a new key."""
-    return json.loads(dashboard_json(app, range_name, start, end, max_points, refresh))
+    return json.loads(dashboard_json(app, range_name, start, end, max_points))
 
 
 def dashboard_json(
@@ -104,17 +107,22 @@ def dashboard_json(
     start: float | None = None,
     end: float | None = None,
     max_points: int = MAX_POINTS,
-    refresh: bool = True,
 ) -> bytes:
     """:func:`dashboard_data` encoded as JSON (UTF-8); the encoded answer is what is cached."""
-    if refresh:
-        monitor_rollup.catch_up(app, CATCH_UP_PER_REQUEST)
     state = monitor_rollup.state(app)
-    key = f"dash:{app.pk}:{app.updated_at.timestamp()}:{state}:{range_name}:{start}:{end}:{max_points}"
+    lag = monitor_rollup.lag(app)
+    key = (
+        f"dash:{app.pk}:{app.updated_at.timestamp()}:{state}:{lag['ledgerLast']}:{range_name}:{start}:{end}:"
+        f"{max_points}"
+    )
     hit = cache.get(key)
     if hit is not None:
         return hit
-    body = json.dumps(_compute(app, range_name, start, end, max_points), separators=(",", ":")).encode()
+    out = _compute(app, range_name, start, end, max_points)
+    out["rolledToMs"] = None if lag["rolledTo"] is None else lag["rolledTo"] * 1000.0
+    out["ledgerLastMs"] = None if lag["ledgerLast"] is None else lag["ledgerLast"] * 1000.0
+    out["behindPeriods"] = lag["behindPeriods"]
+    body = json.dumps(out, separators=(",", ":")).encode()
     cache.set(key, body, CACHE_S)
     return body
 
@@ -123,7 +131,7 @@ def _compute(
     app: Application, range_name: str, start: float | None, end: float | None, max_points: int
 ) -> dict[str, Any]:
     start, end, last = resolve_range(app, range_name, start, end)
-    frame = monitor_rollup.load(app, start, end)
+    frame = monitor_rollup.load(app, start, end, max_events=MAX_EVENTS)
     n = len(frame)
     t = frame.times
     period_s = float(np.median(np.diff(t))) if n > 1 else float(app.om_period_s)
@@ -186,8 +194,13 @@ def _compute(
         "window": WINDOW_PERIODS,
     }
     # cost per hour and cumulative cost by node type
-    type_cols = frame.prefixed("cost:")
-    types = [c.split(":", 1)[1] for c in type_cols]
+    all_types = [c.split(":", 1)[1] for c in frame.prefixed("cost:")]
+    out["nodeTypes"] = all_types  # every type of the application, in its catalog's order (stable colours)
+    out["operators"] = sorted({c.split(":")[1] for c in frame.prefixed("replicas:")})
+    # types that cost nothing in the range (never used) are left out: nothing to stack, fewer series to draw
+    spent = np.nansum(frame.cols([f"cost:{ty}" for ty in all_types]), axis=0) > 0 if all_types else []
+    types = [ty for ty, used in zip(all_types, spent, strict=True) if used]
+    type_cols = [f"cost:{ty}" for ty in types]
     costs = frame.cols(type_cols)
     per_hour = costs * 3600.0 / period_s
     cumulative = np.cumsum(np.nan_to_num(costs), axis=0)

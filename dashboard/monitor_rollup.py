@@ -18,8 +18,12 @@ Columns (units):
 Beside the columns, each chunk keeps its scaling events (every proposal granted or denied, with its decision id)
 so the dashboard's markers need no query over the decision log.
 
-:func:`catch_up` is idempotent and cheap when nothing is new (one indexed query); the pages call it before
-reading (a bounded number of periods per request), so the rollup follows the ledger page load by page load.
+:func:`catch_up` is idempotent and cheap when nothing is new (one indexed query). It runs off the request path:
+the Celery beat task ``dashboard.rollup`` (:mod:`dashboard.tasks`, every ``AUTOSCALER_ROLLUP_INTERVAL_S``) catches
+up every application; the pages only read, and say how far the rollup has come when it is behind the ledger
+(:func:`lag`). Concurrent catch-ups of one application (two workers, two beats) are serialised per application
+(a PostgreSQL advisory lock; SQLite serialises writers itself) and each batch drops the periods another one has
+already rolled up, so a period is never rolled up twice.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import time
 from typing import Any
 
 import numpy as np
-from django.db import transaction
+from django.db import connection, transaction
 
 from autoscaler.control.models import Decision, Tick
 from autoscaler.models import Application
@@ -230,39 +234,60 @@ def catch_up(app: Application, max_ticks: int | None = None) -> int:
             for t in batch
             for pk, outcome, op, action, reason, was_explored in sorted(events.get(t["id"], []))
         ]
-        _append(app, times, rows, batch_events)
-        added += len(batch)
+        added += _append(app, times, rows, batch_events)
     return added
 
 
-def _append(app: Application, times: np.ndarray, rows: list[dict[str, float]], events: list[list]) -> None:
-    days = np.floor(times / DAY_S).astype(np.int64)
+#: first key of the PostgreSQL advisory lock held while one application's rollup is appended to (the second key
+#: is the application's id): an arbitrary tag of this module, distinct from other advisory locks of the project
+LOCK_CLASS = 0x524F4C4C  # "ROLL"
+
+
+def _append(app: Application, times: np.ndarray, rows: list[dict[str, float]], events: list[list]) -> int:
+    """Append rows (one per time, s) under the application's lock; returns the rows written."""
     with transaction.atomic():
-        for day in np.unique(days):
-            sel = np.flatnonzero(days == day)
-            chunk, _ = SeriesChunk.objects.select_for_update().get_or_create(application=app, day=int(day))
-            columns = list(chunk.columns or BASE_COLUMNS)
-            for i in sel:
-                for c in rows[i]:
-                    if c not in columns:
-                        columns.append(c)
-            old_t, old_v = unpack(chunk)
-            if old_v.shape[1] < len(columns):
-                old_v = np.hstack([old_v, np.full((old_v.shape[0], len(columns) - old_v.shape[1]), np.nan)])
-            col_index = {c: j for j, c in enumerate(columns)}
-            new_v = np.full((len(sel), len(columns)), np.nan, dtype=np.float32)
-            for r, i in enumerate(sel):
-                for c, v in rows[i].items():
-                    new_v[r, col_index[c]] = v
-            all_t = np.concatenate([old_t, times[sel]])
-            all_v = np.vstack([old_v.astype(np.float32), new_v])
-            chunk.columns = columns
-            chunk.times = all_t.astype(np.float64).tobytes()
-            chunk.values = np.ascontiguousarray(all_v, dtype=np.float32).tobytes()
-            chunk.n_rows = len(all_t)
-            chunk.last_time = float(all_t.max())
-            chunk.events = list(chunk.events or []) + [e for e in events if int(e[0] // DAY_S) == day]
-            chunk.save()
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cur:
+                cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", [LOCK_CLASS, int(app.pk) & 0x7FFFFFFF])
+        # another catch-up may have rolled up some of these periods while this one read them: keep the newer only
+        done = _last_time(app)
+        keep = np.flatnonzero(times > done)
+        if len(keep) == 0:
+            return 0
+        if len(keep) < len(times):
+            times, rows = times[keep], [rows[i] for i in keep.tolist()]
+            events = [e for e in events if e[0] > done]
+        _write(app, times, rows, events)
+    return len(times)
+
+
+def _write(app: Application, times: np.ndarray, rows: list[dict[str, float]], events: list[list]) -> None:
+    days = np.floor(times / DAY_S).astype(np.int64)
+    for day in np.unique(days):
+        sel = np.flatnonzero(days == day)
+        chunk, _ = SeriesChunk.objects.select_for_update().get_or_create(application=app, day=int(day))
+        columns = list(chunk.columns or BASE_COLUMNS)
+        for i in sel:
+            for c in rows[i]:
+                if c not in columns:
+                    columns.append(c)
+        old_t, old_v = unpack(chunk)
+        if old_v.shape[1] < len(columns):
+            old_v = np.hstack([old_v, np.full((old_v.shape[0], len(columns) - old_v.shape[1]), np.nan)])
+        col_index = {c: j for j, c in enumerate(columns)}
+        new_v = np.full((len(sel), len(columns)), np.nan, dtype=np.float32)
+        for r, i in enumerate(sel):
+            for c, v in rows[i].items():
+                new_v[r, col_index[c]] = v
+        all_t = np.concatenate([old_t, times[sel]])
+        all_v = np.vstack([old_v.astype(np.float32), new_v])
+        chunk.columns = columns
+        chunk.times = all_t.astype(np.float64).tobytes()
+        chunk.values = np.ascontiguousarray(all_v, dtype=np.float32).tobytes()
+        chunk.n_rows = len(all_t)
+        chunk.last_time = float(all_t.max())
+        chunk.events = list(chunk.events or []) + [e for e in events if int(e[0] // DAY_S) == day]
+        chunk.save()
 
 
 def unpack(chunk: SeriesChunk) -> tuple[np.ndarray, np.ndarray]:
@@ -311,25 +336,35 @@ class Frame:
         return [c for c in self.columns if c.startswith(prefix)]
 
 
-def load(app: Application, start: float | None = None, end: float | None = None) -> Frame:
-    """Rows with ``start <= time <= end`` (s since the epoch; None = unbounded); values stay float32."""
+def load(
+    app: Application, start: float | None = None, end: float | None = None, max_events: int | None = None
+) -> Frame:
+    """Rows with ``start <= time <= end`` (s since the epoch; None = unbounded); values stay float32.
+
+    ``max_events``: read only the newest days' events until at least that many are in the range (a month holds
+    thousands; decoding them all costs more than the rest of the read); None = all."""
     qs = SeriesChunk.objects.filter(application=app)
     if start is not None and math.isfinite(start):
         qs = qs.filter(day__gte=int(start // DAY_S))
     if end is not None and math.isfinite(end):
         qs = qs.filter(day__lte=int(end // DAY_S))
-    parts = list(qs.order_by("day").values_list("columns", "times", "values", "events"))
+    parts = list(qs.order_by("day").values_list("columns", "times", "values"))
     columns: list[str] = []
-    for cols, _, _, _ in parts:
+    for cols, _, _ in parts:
         for c in cols:
             if c not in columns:
                 columns.append(c)
     index = {c: j for j, c in enumerate(columns)}
+    lo_t = -math.inf if start is None else start
+    hi_t = math.inf if end is None else end
+    events: list[list] = []
+    for evs in qs.order_by("-day").values_list("events", flat=True).iterator(chunk_size=4):
+        events[:0] = [e for e in evs or [] if lo_t <= e[0] <= hi_t]
+        if max_events is not None and len(events) >= max_events:
+            break
     ts, vs = [], []
-    events = []
-    for cols, times, values, evs in parts:
+    for cols, times, values in parts:
         t, v = _unpack(cols, times, values)
-        events.extend(evs or [])
         if list(cols) == columns:
             vs.append(v)
         else:
@@ -343,9 +378,6 @@ def load(app: Application, start: float | None = None, end: float | None = None)
     values = np.vstack(vs)  # float32; columns are widened to float64 when read
     lo = 0 if start is None else int(np.searchsorted(times, start, side="left"))
     hi = len(times) if end is None else int(np.searchsorted(times, end, side="right"))
-    lo_t = -math.inf if start is None else start
-    hi_t = math.inf if end is None else end
-    events = [e for e in events if lo_t <= e[0] <= hi_t]
     return Frame(times[lo:hi], columns, values[lo:hi], events)
 
 
@@ -357,6 +389,25 @@ def state(app: Application) -> str:
         n=Count("id"), t=Max("updated_at"), r=Max("last_time")
     )
     return f"{agg['n']}:{agg['t'].timestamp() if agg['t'] else 0}:{agg['r']}"
+
+
+def lag(app: Application) -> dict[str, float | int | None]:
+    """How far the rollup is behind the ledger: ``rolledTo`` (end of the last rolled-up period, s since the epoch,
+    None before the first), ``ledgerLast`` (end of the newest finished tick, s, None without one) and
+    ``behindPeriods`` (finished periods not rolled up yet, counted in control periods). Two indexed queries."""
+    last = _last_time(app)
+    rolled = last if math.isfinite(last) else None
+    finished = Tick.objects.filter(application=app).exclude(
+        status__in=(Tick.Status.RUNNING, Tick.Status.APPLYING)
+    )
+    newest = finished.order_by("-slot").values_list("slot", "period_s").first()
+    ledger = None if newest is None else float(newest[0] * newest[1])
+    behind = 0
+    if ledger is not None and rolled is None:
+        behind = finished.count()
+    elif ledger is not None and ledger > rolled:
+        behind = max(1, int(round((ledger - rolled) / float(newest[1]))))
+    return {"rolledTo": rolled, "ledgerLast": ledger, "behindPeriods": behind}
 
 
 def time_bounds(app: Application) -> tuple[float, float] | None:

@@ -1,4 +1,5 @@
-"""Celery tasks of the web app: the what-if simulation (``dashboard.whatif``)."""
+"""Celery tasks of the web app: the what-if simulation (``dashboard.whatif``) and the dashboards' rollup
+(``dashboard.rollup``, a beat entry every ``AUTOSCALER_ROLLUP_INTERVAL_S`` registered in :mod:`dashboard.apps`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,10 @@ from celery import shared_task
 from django.utils import timezone
 
 from dashboard.models import WhatIfRun
+
+#: periods one ``dashboard.rollup`` run rolls up per application at most (a long backlog, e.g. a bulk import, is
+#: rolled up over several runs so that one application cannot hold the worker for minutes; ~2 ms per period)
+ROLLUP_PER_RUN = 50_000
 
 log = logging.getLogger(__name__)
 
@@ -44,3 +49,31 @@ def execute(run_id: int) -> str:
 @shared_task(name="dashboard.whatif", acks_late=True)
 def whatif(run_id: int) -> str:
     return execute(run_id)
+
+
+def rollup_all(max_ticks: int | None = ROLLUP_PER_RUN) -> dict[str, int]:
+    """Catch up the rollup of every application that has ticks (at most ``max_ticks`` periods each); returns
+    application name -> periods rolled up (applications with nothing new are left out). An application whose
+    rollup fails is logged and skipped: the others still catch up, and it is retried on the next run."""
+    from django.db.models import Exists, OuterRef
+
+    from autoscaler.control.models import Tick
+    from autoscaler.models import Application
+    from dashboard import monitor_rollup
+
+    done: dict[str, int] = {}
+    has_ticks = Exists(Tick.objects.filter(application=OuterRef("pk")))
+    for app in Application.objects.filter(has_ticks).order_by("pk"):
+        try:
+            n = monitor_rollup.catch_up(app, max_ticks)
+        except Exception:  # noqa: BLE001 -- one broken application must not stop the others' rollups
+            log.exception("rollup of %s failed", app)
+            continue
+        if n:
+            done[f"{app.owner_id}/{app.name}"] = n
+    return done
+
+
+@shared_task(name="dashboard.rollup", acks_late=True, ignore_result=True)
+def rollup() -> dict[str, int]:
+    return rollup_all()

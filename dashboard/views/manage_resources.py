@@ -72,6 +72,7 @@ def resource_list(request: HttpRequest, slug: str) -> HttpResponse:
                     f"max {o.max_nodes} nodes, {o.max_new_nodes_per_period} new per period",
                     f"delay {o.provisioning_delay_s:g} s",
                     f"provider {(o.provider or {}).get('kind', 'bookkeeping')}",
+                    *_node_lines(o),
                 ],
             )
             for o in objects
@@ -159,6 +160,18 @@ def resource_form(request: HttpRequest, slug: str, name: str | None = None) -> H
         },
         status=status,
     )
+
+
+def _node_lines(region: m.Region) -> list[str]:
+    """One line per node type: nodes ready (of which used), pending (booting), as the region page's table."""
+    counts = _node_counts(region)
+    if not counts:
+        return ["nodes: no RM step yet"]
+    return [
+        f"{c['node_type']}: {c['ready']} ready ({c['used']} used), {c['pending']} pending"
+        for c in counts
+        if c["ready"] or c["pending"] or c["used"]
+    ] or ["nodes: none acquired"]
 
 
 def _node_counts(region: m.Region) -> list[dict]:

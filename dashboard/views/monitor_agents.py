@@ -41,7 +41,6 @@ def agents_page(request, name: str):
     topo = topology(app)
     control = ApplicationControl.objects.filter(application=app).first()
     agents = {a.operator_id: a for a in AgentState.objects.filter(operator__in=topo.operators)}
-    monitor_rollup.catch_up(app, monitor_data.CATCH_UP_PER_REQUEST)
     frame = monitor_rollup.load(app)
     rows, charts = [], {}
     for op in topo.operators:

@@ -115,15 +115,18 @@ def logged_in_page(page, browser_user):
     return page
 
 
-def screenshot(pg, name: str) -> list[Path]:
+def screenshot(pg, name: str, settle=None) -> list[Path]:
     """Save the current page at 1280x800 and at phone width 375x812 under ``test-artifacts/screenshots/``.
 
+    ``settle(size)``, when given, waits after each resize until the page has laid itself out for the new width.
     The viewport is restored afterwards. Returns the two files."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     before = pg.viewport_size or DESKTOP
     files = []
     for size in (DESKTOP, PHONE):
         pg.set_viewport_size(size)
+        if settle is not None:
+            settle(size)
         path = SCREENSHOTS / f"{name}-{size['width']}x{size['height']}.png"
         pg.screenshot(path=str(path), full_page=True)
         files.append(path)
@@ -197,4 +200,48 @@ def chart_problems(pg) -> list[str]:
             if (xs.length && !xs.some(k => has(L[k]))) out.push(name + ': no x-axis title');
             return out;
         })"""
+    )
+
+
+def chart_overlaps(pg) -> list[str]:
+    """Text and legends of the page's plotly charts that overprint one another or are cut off by their chart:
+    titles (figure titles and bold subplot-title annotations), legends, tick labels (those of one axis are not
+    compared with one another) and axis titles, colour bars, and the plot areas (a legend over the data). Returns "a / b" descriptions of the pairs whose boxes intersect by more than 2 px
+    both ways, and "a: clipped" for a box reaching outside its chart's SVG."""
+    return pg.evaluate(
+        """() => {
+          const out = [];
+          const box = (el) => { const r = el.getBoundingClientRect(); return {l: r.left, r: r.right, t: r.top, b: r.bottom}; };
+          document.querySelectorAll('.js-plotly-plot').forEach((gd, n) => {
+            const items = [];
+            const add = (name, b, group) => { if (b && b.r - b.l > 0 && b.b - b.t > 0) { items.push([name, b, group]); } };
+            gd.querySelectorAll('g.annotation').forEach((a, i) => add(`chart${n} title ${i} "${a.textContent.slice(0, 30)}"`, box(a)));
+            gd.querySelectorAll('text.gtitle').forEach((t) => add(`chart${n} figure title`, box(t)));
+            gd.querySelectorAll('g.legend, g[class^="legend"]').forEach((g) => {
+              const bg = g.querySelector('rect.bg');
+              if (g.querySelectorAll('g.traces').length) { add(`chart${n} ${g.getAttribute('class')}`, box(bg || g)); }
+            });
+            gd.querySelectorAll('g.xaxislayer-above, g.yaxislayer-above').forEach((g, i) => {
+              g.querySelectorAll('text').forEach((t) => add(`chart${n} ${g.getAttribute('class')} ${i} tick "${t.textContent}"`, box(t), `ticks${i}`));
+            });
+            gd.querySelectorAll('g[class^="g-x"][class$="title"] text, g[class^="g-y"][class$="title"] text').forEach(
+              (t) => add(`chart${n} ${t.parentNode.getAttribute('class')}`, box(t)));
+            gd.querySelectorAll('g.colorbar').forEach((g) => add(`chart${n} colorbar`, box(g)));
+            // plot areas: a legend or title must not cover the data (tick labels and axis titles sit beside them)
+            gd.querySelectorAll('rect.nsewdrag').forEach((r, i) => add(`chart${n} plot area ${i}`, box(r), 'plots'));
+            const svg = box(gd.querySelector('svg.main-svg'));
+            items.forEach(([name, b]) => {
+              if (b.l < svg.l - 1 || b.r > svg.r + 1 || b.t < svg.t - 1 || b.b > svg.b + 1) { out.push(`${name}: clipped`); }
+            });
+            for (let i = 0; i < items.length; i++) {
+              for (let j = i + 1; j < items.length; j++) {
+                if (items[i][2] && items[i][2] === items[j][2]) { continue; }  // one axis's labels: plotly spaces them
+                const a = items[i][1], b = items[j][1];
+                const w = Math.min(a.r, b.r) - Math.max(a.l, b.l), h = Math.min(a.b, b.b) - Math.max(a.t, b.t);
+                if (w > 2 && h > 2) { out.push(`${items[i][0]} / ${items[j][0]}`); }
+              }
+            }
+          });
+          return out;
+        }"""
     )

@@ -60,6 +60,20 @@ def test_lttb_selects_the_same_points_as_the_reference_algorithm():
     assert got == ref
 
 
+@pytest.mark.parametrize("n,n_out", [(7919, 500), (43_200, 2000), (10_081, 1280), (50_000, 400)])
+def test_lttb_plain_scan_and_numpy_scan_select_the_same_points(monkeypatch, n, n_out):
+    """Short buckets are scanned in plain Python, long ones with numpy: both pick the same samples, with gaps."""
+    x, y = noisy(n, seed=n)
+    y[n // 3 : n // 3 + 90] = np.nan  # whole buckets without data
+    y[np.random.default_rng(n).random(n) < 0.03] = np.nan
+    monkeypatch.setattr(series, "PY_BUCKET_MAX", 10**9)
+    plain = series.lttb(x, y, n_out)
+    monkeypatch.setattr(series, "PY_BUCKET_MAX", 0)
+    vector = series.lttb(x, y, n_out)
+    assert np.array_equal(plain[0], vector[0]) and np.array_equal(plain[1], vector[1], equal_nan=True)
+    assert len(plain[0]) == n_out and np.nanmax(plain[1]) == 900.0
+
+
 def test_lttb_without_reduction_and_with_gaps():
     x = np.arange(10.0)
     y = np.arange(10.0)

@@ -15,7 +15,7 @@ from autoscaler.control.models import Decision, Tick
 from autoscaler.control.tick import run_tick
 from dashboard import monitor_rollup, monitor_whatif
 from dashboard.models import SeriesChunk, WhatIfRun
-from dashboard.tasks import execute
+from dashboard.tasks import execute, rollup_all
 
 pytestmark = pytest.mark.django_db
 
@@ -32,6 +32,7 @@ def drive(app, n: int, first: int = BASE_SLOT) -> None:
 def recorded(alice):
     app = simulated_pipeline("rec", n_operators=2, om_policy="ql-pds-plus", owner="alice", rate_scale=1.5)
     drive(app, TICKS)
+    rollup_all()  # what the dashboard.rollup beat task does between two ticks
     return app
 
 
@@ -70,8 +71,9 @@ def test_pages_need_a_login_and_other_owners_get_404(recorded, alice_client, bob
 
 
 def test_rollup_matches_the_ledger_and_catches_up_incrementally(recorded, monkeypatch):
+    SeriesChunk.objects.filter(application=recorded).delete()
     monkeypatch.setattr(monitor_rollup, "BATCH_TICKS", 7)  # several batches, the last one partial
-    assert monitor_rollup.catch_up(recorded, max_ticks=25) == 25  # a page request rolls up a bounded part
+    assert monitor_rollup.catch_up(recorded, max_ticks=25) == 25  # a task run rolls up a bounded part
     assert monitor_rollup.catch_up(recorded) == TICKS - 25
     assert monitor_rollup.catch_up(recorded) == 0  # idempotent
     frame = monitor_rollup.load(recorded)
@@ -216,6 +218,7 @@ def test_agent_inspector_shows_learned_policy_curve_and_am(recorded, alice_clien
 def test_agent_inspector_for_a_rule_based_policy(alice, alice_client):
     app = simulated_pipeline("rules", owner="alice", om_policy="threshold")
     drive(app, 3)
+    rollup_all()
     r = alice_client.get("/applications/rules/agents/")
     assert "not tabular" in r.content.decode()
     assert "curve" in r.context["charts"]["op0"]
@@ -325,7 +328,13 @@ def test_dashboard_answers_are_cached_until_a_new_period_arrives(recorded, monke
     monitor_data.dashboard_data(recorded, "all", max_points=50)  # another question: computed
     assert len(calls) == 2
     drive(recorded, 1, BASE_SLOT + TICKS)
-    assert monitor_data.dashboard_data(recorded, "all")["rows"] == TICKS + 1 and len(calls) == 3
+    # a new tick not rolled up yet: a new answer (the lag changed), still from the rollup as it is
+    behind = monitor_data.dashboard_data(recorded, "all")
+    assert behind["rows"] == TICKS and behind["behindPeriods"] == 1 and len(calls) == 3
+    assert behind["ledgerLastMs"] == behind["rolledToMs"] + 60_000.0
+    rollup_all()
+    fresh = monitor_data.dashboard_data(recorded, "all")
+    assert fresh["rows"] == TICKS + 1 and fresh["behindPeriods"] == 0 and len(calls) == 4
 
 
 def test_decision_time_filter_uses_the_period_the_decision_is_about(alice, alice_client):
@@ -391,6 +400,7 @@ def test_saturated_periods_are_sent_as_intervals_the_chart_marks(alice, alice_cl
     response time (the axis is clipped at 3 x R_max when it is higher)."""
     app = simulated_pipeline("sat", n_operators=1, om_policy="threshold", owner="alice", rate_scale=6.0)
     drive(app, 12)
+    rollup_all()
     d = alice_client.get("/applications/sat/data.json?range=all").json()
     frame = monitor_rollup.load(app)
     rt = frame.col("rt_ms")
@@ -401,3 +411,44 @@ def test_saturated_periods_are_sent_as_intervals_the_chart_marks(alice, alice_cl
     assert d["rtMaxMs"] == (pytest.approx(float(finite.max())) if len(finite) else None)
     # the line has no point where the response time was unbounded
     assert sum(y is None for y in d["rt"]["y"]) >= 1
+
+
+def test_a_request_after_bulk_writes_builds_no_rollup_and_says_how_far_it_is(
+    alice, alice_client, django_assert_max_num_queries
+):
+    """The pages only read: ticks written in bulk are not rolled up by a request (no SeriesChunk written, a bounded
+    number of queries whatever the backlog); the answer says how many periods are not rolled up yet and the
+    dashboard.rollup task catches them up."""
+    app = simulated_pipeline("bulk", n_operators=2, om_policy="ql-pds-plus", owner="alice", rate_scale=1.5)
+    drive(app, 30)
+    with django_assert_max_num_queries(12):
+        d = alice_client.get("/applications/bulk/data.json?range=all").json()
+    assert SeriesChunk.objects.filter(application=app).count() == 0
+    assert d["empty"] and d["rolledToMs"] is None and d["behindPeriods"] == 30
+    assert d["ledgerLastMs"] == (BASE_SLOT + 29) * 60_000.0
+    page = alice_client.get("/applications/bulk/agents/")
+    assert page.status_code == 200 and SeriesChunk.objects.filter(application=app).count() == 0
+    assert rollup_all() == {f"{alice.pk}/bulk": 30}
+    assert rollup_all() == {}  # nothing new: nothing to do
+    d = alice_client.get("/applications/bulk/data.json?range=all").json()
+    assert d["rows"] == 30 and d["behindPeriods"] == 0 and d["rolledToMs"] == d["ledgerLastMs"]
+    # ten more periods: the page shows the rollup as it was, and how far behind it is
+    drive(app, 10, BASE_SLOT + 30)
+    d = alice_client.get("/applications/bulk/data.json?range=all").json()
+    assert d["rows"] == 30 and d["behindPeriods"] == 10
+    assert d["rolledToMs"] == (BASE_SLOT + 29) * 60_000.0 and d["ledgerLastMs"] == (BASE_SLOT + 39) * 60_000.0
+
+
+def test_rollup_task_is_on_the_beat_schedule_and_never_rolls_a_period_up_twice(recorded):
+    from autoscaler.celery import app as celery_app
+    from dashboard import tasks
+
+    entry = celery_app.conf.beat_schedule["dashboard-rollup"]
+    assert entry["task"] == "dashboard.rollup" and entry["schedule"] > 0
+    assert "dashboard.rollup" in celery_app.tasks and tasks.rollup.name == "dashboard.rollup"
+    drive(recorded, 3, BASE_SLOT + TICKS)
+    assert tasks.rollup.apply().get() == {f"{recorded.owner_id}/rec": 3}  # the task body, as a worker runs it
+    # a second catch-up that read the same ticks before the first one wrote them (two workers) writes nothing
+    frame = monitor_rollup.load(recorded)
+    assert monitor_rollup._append(recorded, frame.times[-3:], [{"rate": 1.0}] * 3, []) == 0
+    assert len(monitor_rollup.load(recorded)) == TICKS + 3

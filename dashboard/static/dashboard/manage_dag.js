@@ -63,8 +63,16 @@
     var nRows = 0;
     Object.keys(columns).forEach(function (c) { nRows = Math.max(nRows, columns[c].length); });
     var W = 130, H = 34, GX = 50, GY = 18, PAD = 10;
-    var width = Math.max(200, PAD * 2 + nCols * W + Math.max(0, nCols - 1) * GX);
-    var height = Math.max(60, PAD * 2 + nRows * H + Math.max(0, nRows - 1) * GY);
+    // left to right when that fits the box; top to bottom otherwise (a long chain in a narrow column would be
+    // scaled down to a few pixels' height): each layer is then a row, its operators side by side
+    var wide = PAD * 2 + nCols * W + Math.max(0, nCols - 1) * GX;
+    var vertical = nCols > 1 && wide > (box.clientWidth || 600) - 20;
+    box.classList.toggle("vertical", vertical);
+    var GV = 30;  // vertical gap between layers (room for the arrows)
+    var width = vertical ? Math.max(200, PAD * 2 + nRows * W + Math.max(0, nRows - 1) * GY)
+                         : Math.max(200, wide);
+    var height = vertical ? Math.max(60, PAD * 2 + nCols * H + Math.max(0, nCols - 1) * GV)
+                          : Math.max(60, PAD * 2 + nRows * H + Math.max(0, nRows - 1) * GY);
     var svg = el("svg", { viewBox: "0 0 " + width + " " + height, width: width, height: height, "aria-hidden": "true" });
     var defs = el("defs", {});
     var marker = el("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 10, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" });
@@ -73,11 +81,25 @@
     svg.appendChild(defs);
     var pos = {};
     Object.keys(columns).forEach(function (c) {
-      var col = columns[c], top = (height - (col.length * H + (col.length - 1) * GY)) / 2;
-      col.forEach(function (n, i) { pos[n] = { x: PAD + Number(c) * (W + GX), y: top + i * (H + GY) }; });
+      var col = columns[c];
+      if (vertical) {
+        var left = (width - (col.length * W + (col.length - 1) * GY)) / 2;
+        col.forEach(function (n, i) { pos[n] = { x: left + i * (W + GY), y: PAD + Number(c) * (H + GV) }; });
+      } else {
+        var top = (height - (col.length * H + (col.length - 1) * GY)) / 2;
+        col.forEach(function (n, i) { pos[n] = { x: PAD + Number(c) * (W + GX), y: top + i * (H + GY) }; });
+      }
     });
     edges.forEach(function (e) {
       var a = pos[e[0]], b = pos[e[1]], x1 = a.x + W, y1 = a.y + H / 2, x2 = b.x, y2 = b.y + H / 2;
+      if (vertical) {
+        var back2 = b.y <= a.y + H;
+        var dv = back2
+          ? "M " + (a.x + W) + " " + (a.y + H / 2) + " C " + width + " " + (a.y + H / 2) + ", " + width + " " + (b.y + H / 2) + ", " + (b.x + W) + " " + (b.y + H / 2)
+          : "M " + (a.x + W / 2) + " " + (a.y + H) + " C " + (a.x + W / 2) + " " + (a.y + H + GV / 2) + ", " + (b.x + W / 2) + " " + (b.y - GV / 2) + ", " + (b.x + W / 2) + " " + b.y;
+        svg.appendChild(el("path", { d: dv, "class": "edge" + (back2 ? " bad" : ""), "marker-end": "url(#arrow)" }));
+        return;
+      }
       var back = x2 <= x1;
       var d = back ? "M " + (a.x + W / 2) + " " + (a.y + H) + " C " + (a.x + W / 2) + " " + (height) + ", " + (b.x + W / 2) + " " + height + ", " + (b.x + W / 2) + " " + (b.y + H)
                    : "M " + x1 + " " + y1 + " C " + (x1 + GX / 2) + " " + y1 + ", " + (x2 - GX / 2) + " " + y2 + ", " + x2 + " " + y2;
@@ -102,5 +124,9 @@
   document.addEventListener("input", function (e) { if (e.target.closest(".rowset")) { draw(); } });
   document.addEventListener("change", function (e) { if (e.target.closest(".rowset")) { draw(); } });
   document.addEventListener("rows-changed", draw);
+  var lastWidth = box.clientWidth;
+  window.addEventListener("resize", function () {
+    if (box.clientWidth !== lastWidth) { lastWidth = box.clientWidth; draw(); }
+  });
   draw();
 })();

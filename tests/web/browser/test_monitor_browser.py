@@ -16,6 +16,7 @@ import pytest
 from autoscaler.control.builders import simulated_pipeline
 from autoscaler.control.models import Decision
 from autoscaler.control.tick import run_tick
+from dashboard.tasks import rollup_all
 from dashboard.views import monitor_whatif as whatif_view
 
 from ..conftest import horizontal_overflow, screenshot
@@ -26,8 +27,10 @@ BASE_SLOT = 29_000_000
 
 
 def drive(app, first: int, n: int) -> None:
+    """``n`` control ticks, then the rollup the ``dashboard.rollup`` beat task builds between two ticks."""
     for slot in range(first, first + n):
         run_tick(app.pk, slot)
+    rollup_all()
 
 
 def test_decisions_appear_on_the_dashboard_and_open(logged_in_page):
