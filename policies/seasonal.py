@@ -7,9 +7,11 @@ Model, per control period ``t`` (period length ``period_s`` seconds, declared by
 
 - ``S`` is the seasonal profile: a per-bin mean of the observed rates over a *week* (bins of ``bin_s`` seconds),
   used once one whole week has been seen; before that the same over a *day*; before a whole day, nothing (0).
-  Each bin is a running mean that forgets: after ``memory_periods`` seasons a new value weighs like the
-  average of the old ones (exponential forgetting, weight ``1 / (memory_periods x observations per bin)``).
-  Between bin centres the profile is interpolated linearly.
+  A bin takes in this season's mean of its observations when the bin ends (weight ``1 / seasons seen``, at
+  least ``1 / memory_periods``: exponential forgetting), not while it runs: the residual below is measured
+  against the profile of the seasons before, so a level shift (a step) stays in the residual for every bin ahead
+  instead of being half absorbed by the bin in progress (which made the forecast fall back towards the old
+  level). Between bin centres the profile is interpolated linearly (``interpolate``).
 - ``r`` is the residual level: an exponentially weighted mean (weight ``level_alpha``) of ``x - S``; it carries
   what the profile does not know (this week is busier than the last) and decays towards the profile with the
   AR(1) coefficient ``phi`` learned from its own lag-1 regression (forgetting over one day of periods).
@@ -39,6 +41,7 @@ ERROR_HORIZONS = (1, 2, 4, 8, 16, 32, 64)
 #: the error CDFs and variance lines are recomputed when the counts grew by this fraction (a numerical
 #: tolerance, not a model setting)
 REFRESH_FRACTION = 0.01
+LINE_MIN_SPREAD = 0.2  # the variance line is fitted once the forecasts spread by this fraction of their mean
 Z_BIN = 0.05  # resolution of the standardised-error histograms (standard deviations)
 Z_BINS = 480  # ... over -12 .. +12 standard deviations (beyond: the end bins)
 
@@ -57,6 +60,7 @@ class SeasonalForecaster:
         level_alpha: float,
         error_memory_s: float,
         interpolate: bool = True,
+        clip_sigmas: float = 0.0,
     ) -> None:
         """``period_s``: seconds per control period; ``day_s``/``week_s``: season lengths (s); ``bin_s``: profile
         bin (s); ``memory_periods``: seasons of memory of each profile bin; ``level_alpha``: weight of a new
@@ -73,11 +77,11 @@ class SeasonalForecaster:
         self.seasons = (float(day_s), float(week_s))
         self.bin_s = float(bin_s)
         self.n_bins = tuple(max(1, round(s / bin_s)) for s in self.seasons)
-        per_bin = max(1.0, bin_s / period_s)  # observations per bin per season
-        self.beta_min = 1.0 / (memory_periods * per_bin)
+        self.beta_min = 1.0 / memory_periods  # weight of a season's bin mean, at least
         self.level_alpha = float(level_alpha)
         self.phi_forget = 1.0 - period_s / day_s  # the AR(1) regression forgets over one day
         self.error_bins = Z_BINS
+        self.clip_sigmas = float(clip_sigmas)  # 0: no clipping
         self.interpolate = float(bool(interpolate))  # 1: linear between bin centres, 0: constant per bin
         if not error_memory_s >= period_s:
             raise ValueError(f"params.error_memory_s: must be >= period_s, got {error_memory_s!r}")
@@ -89,7 +93,10 @@ class SeasonalForecaster:
     def reset(self) -> None:
         self.t = 0  # periods observed
         self.profiles = [np.zeros(n) for n in self.n_bins]
-        self.counts = [np.zeros(n) for n in self.n_bins]
+        self.counts = [np.zeros(n) for n in self.n_bins]  # seasons taken in per bin
+        self.open_bin = [-1, -1]  # per season: the bin in progress ...
+        self.open_sum = [0.0, 0.0]  # ... the sum (tuples/s) and number of its observations this season
+        self.open_n = [0, 0]
         self.level = 0.0  # residual level (tuples/s)
         self.sxy = 0.0  # forgetful sums of the lag-1 regression of the residual level
         self.sxx = 0.0
@@ -173,6 +180,26 @@ class SeasonalForecaster:
         f = (pos - i0) * self.interpolate
         return (1.0 - f) * float(prof[i0 % n]) + f * float(prof[(i0 + 1) % n])
 
+    def _bin(self, t: int, j: int) -> int:
+        return int((t * self.period_s % self.seasons[j]) // self.bin_s) % self.n_bins[j]
+
+    def _close_bin(self, j: int) -> None:
+        """The bin in progress of season ``j`` ended: its mean of this season enters the profile."""
+        b = self.open_bin[j]
+        if b >= 0 and self.open_n[j] > 0:
+            counts, prof = self.counts[j], self.profiles[j]
+            innovation = self.open_sum[j] / self.open_n[j] - float(prof[b])
+            if counts[b] > 0 and self.clip_sigmas > 0:
+                # a one-off (a flash crowd, a step) moves the bin by a few error stds, not to the event: it stays
+                # in the residual level, which decays, instead of coming back as a phantom the next season
+                limit = self.clip_sigmas * self.error_std(1, float(prof[b]))
+                innovation = min(max(innovation, -limit), limit)
+            counts[b] += 1.0
+            beta = max(1.0 / counts[b], self.beta_min)
+            prof[b] += beta * innovation
+        self.open_sum[j] = 0.0
+        self.open_n[j] = 0
+
     def observe(self, rate: float) -> None:
         """Period ``t`` ended with input rate ``rate`` (tuples/s)."""
         t = self.t
@@ -180,6 +207,7 @@ class SeasonalForecaster:
         row = self.pred[slot]
         half = self.error_bins // 2
         top = self.error_bins - 1
+        last = row[0]  # the one-period-ahead forecast of this period (nan: none)
         for i, xhat in enumerate(row):
             if xhat != xhat:  # nan: no forecast for this period at this horizon
                 continue
@@ -192,6 +220,13 @@ class SeasonalForecaster:
                 zb = half
             self.err_hist[i, zb] += 1.0
             e2 = err * err
+            # the variance is a scale, robust to a one-off (a flash crowd's errors would make every forecast
+            # uncertain for weeks); the one-off itself stays in the tail of the standardised histogram. The limit
+            # is the variance at the smaller of forecast and rate: the forecasts made during a flash crowd
+            # expect it to last, and their errors after it must not teach that high forecasts are uncertain
+            low = a + b * min(xhat, max(rate, 0.0))
+            if self.clip_sigmas > 0 and low > 0.0 and math.isfinite(low):
+                e2 = min(e2, self.clip_sigmas * self.clip_sigmas * low)
             st = self.var_stats[i]
             st[0] += 1.0
             st[1] += xhat
@@ -203,14 +238,23 @@ class SeasonalForecaster:
         src = self.source()
         s_now = self._profile_at(t, src)
         for j in range(2):
-            prof, counts = self.profiles[j], self.counts[j]
-            b = int((t * self.period_s % self.seasons[j]) // self.bin_s) % self.n_bins[j]
-            counts[b] += 1.0
-            beta = max(1.0 / counts[b], self.beta_min)
-            prof[b] += beta * (rate - prof[b])
+            b = self._bin(t, j)
+            self.open_bin[j] = b
+            self.open_sum[j] += rate
+            self.open_n[j] += 1
+            if self._bin(t + 1, j) != b:  # the bin ends with this period
+                self._close_bin(j)
         old = self.level
         resid = rate - s_now
-        self.level = resid if t == 0 else old + self.level_alpha * (resid - old)
+        alpha = self.level_alpha
+        if self.clip_sigmas > 0 and last == last:
+            a, b = self._var_ab_list[0]
+            var = a + b * min(last, max(rate, 0.0))
+            if 0.0 < var < math.inf and abs(rate - last) > self.clip_sigmas * math.sqrt(var):
+                alpha = (
+                    1.0  # a jump beyond the noise (a step, a flash crowd, its end): the level follows at once
+                )
+        self.level = resid if t == 0 else old + alpha * (resid - old)
         if t > 0:
             lam = self.phi_forget
             self.sxy = lam * self.sxy + old * self.level
@@ -271,6 +315,9 @@ class SeasonalForecaster:
             "sxy": self.sxy,
             "sxx": self.sxx,
             "new_errors": self._new_errors,
+            "open_bin": self.open_bin,
+            "open_sum": self.open_sum,
+            "open_n": self.open_n,
         }
         arrays = {
             "fc_day": self.profiles[0],
@@ -300,23 +347,31 @@ class SeasonalForecaster:
             self._var_ab = arrays["fc_var_ab"].copy()
             self._var_ab_list = self._var_ab.tolist()
         self._new_errors = int(meta["new_errors"])
+        self.open_bin = [int(x) for x in meta["open_bin"]]
+        self.open_sum = [float(x) for x in meta["open_sum"]]
+        self.open_n = [int(x) for x in meta["open_n"]]
 
 
 def variance_line(stats: np.ndarray) -> tuple[float, float]:
-    """``(a, b)`` of ``var(e) = a + b x_hat`` (tuples/s squared) by least squares of ``e^2`` on ``x_hat`` from the
-    sums ``n, sum x_hat, sum x_hat^2, sum e^2, sum x_hat e^2``; ``b >= 0`` (a line falling with the rate is
-    taken as flat: the mean squared error) and ``a`` at least what keeps the variance positive down to a
-    forecast of 0. ``(inf, 0)`` without any error."""
+    """``(a, b)`` of ``var(e) = a + b x_hat`` (tuples/s squared) from the sums ``n, sum x_hat, sum x_hat^2,
+    sum e^2, sum x_hat e^2``; ``(inf, 0)`` without any error.
+
+    Least squares of ``e^2`` on ``x_hat`` once the forecasts spread by :data:`LINE_MIN_SPREAD` of their mean
+    (std / mean) and the slope is positive; ``a`` at least 1 % of the mean squared error (a line crossing 0
+    above ``x_hat = 0`` would call low-rate forecasts certain). Before that, the proportional line through the
+    mean, ``var = (mean e^2 / mean x_hat) x_hat``: count-like arrivals, whose variance grows with the rate --
+    a constant variance measured at one rate would call the noise of a rate three times higher (a step)
+    three times smaller than a Poisson count makes it."""
     n, sx, sxx, se, sxe = (float(v) for v in stats)
     if n == 0:
         return math.inf, 0.0
-    mean_e = se / n
-    var_x = sxx / n - (sx / n) ** 2
-    if n < 2 or var_x <= 1e-12 * max(sxx / n, 1.0):
-        return mean_e, 0.0
-    b = (sxe / n - (sx / n) * mean_e) / var_x
+    mean_e, mean_x = se / n, sx / n
+    var_x = sxx / n - mean_x * mean_x
+    if n < 2 or var_x <= (LINE_MIN_SPREAD * mean_x) ** 2:
+        if mean_x <= 0.0:
+            return mean_e, 0.0
+        return 0.01 * mean_e, 0.99 * mean_e / mean_x
+    b = (sxe / n - mean_x * mean_e) / var_x
     if b <= 0.0:
         return mean_e, 0.0
-    a = mean_e - b * sx / n
-    floor = 0.01 * mean_e  # a line crossing 0 above x_hat = 0 would call low-rate forecasts certain
-    return max(a, floor), b
+    return max(mean_e - b * mean_x, 0.01 * mean_e), b

@@ -49,12 +49,16 @@ WEEK_S = 604_800.0  # weekly season (s), used once a whole week was seen
 BIN_S = 600.0  # width of a seasonal-profile bin (s)
 MEMORY_PERIODS = 2.0  # seasons of memory of each profile bin (exponential forgetting)
 LEVEL_ALPHA = 0.2  # weight of a new residual in the residual level (EWMA; 1 = last residual only)
+CLIP_SIGMAS = 3.0  # robustness to one-offs: a season moves a profile bin, an error counts in the variance, by
+#                    at most this many error stds (0 = no clipping)
 INTERPOLATE = True  # the profile is linear between bin centres (False: constant per bin, sharper steps)
 ERROR_MEMORY_S = 28 * 86_400.0  # time constant (s) of the forgetting of the forecast errors counted
 HORIZON = 64  # periods planned ahead
 FINE_STEPS = 8  # the first stages are one period each ...
 BLOCK_STEPS = 8  # ... the rest blocks of this many periods (one action per block)
-MAX_MIXED_TYPES = 2  # the plan's deployments mix at most this many node types (model-based's dominance argument)
+MAX_MIXED_TYPES = (
+    2  # the plan's deployments mix at most this many node types (model-based's dominance argument)
+)
 REPLAN_EVERY = 8  # periods a plan is followed at most
 REPLAN_SIGMAS = 2.0  # replan when the rate leaves the plan's forecast by this many one-period error stds
 MIN_HISTORY_S = 86_400.0  # forecaster history (s) before planning on it; model-based before
@@ -75,6 +79,7 @@ class Predictive(Policy):
         "level_alpha": LEVEL_ALPHA,
         "error_memory_s": ERROR_MEMORY_S,
         "interpolate": INTERPOLATE,
+        "clip_sigmas": CLIP_SIGMAS,
         "horizon": HORIZON,
         "fine_steps": FINE_STEPS,
         "block_steps": BLOCK_STEPS,
@@ -100,6 +105,8 @@ class Predictive(Policy):
             raise ValueError(f"params.level_alpha: must be in (0, 1], got {params['level_alpha']}")
         if params["memory_periods"] < 1:
             raise ValueError(f"params.memory_periods: must be >= 1, got {params['memory_periods']}")
+        if params["clip_sigmas"] < 0:
+            raise ValueError(f"params.clip_sigmas: must be >= 0, got {params['clip_sigmas']}")
         if params["replan_sigmas"] <= 0:
             raise ValueError(f"params.replan_sigmas: must be > 0, got {params['replan_sigmas']}")
         if params["min_history_s"] < 0:
@@ -128,6 +135,7 @@ class Predictive(Policy):
             p["level_alpha"],
             p["error_memory_s"],
             p["interpolate"],
+            p["clip_sigmas"],
         )
         # the plan's space: deployments mixing at most max_mixed_types node types (classes as the inner's)
         self.space = (
@@ -272,7 +280,7 @@ class Predictive(Policy):
         self.plan_xhat = xhat
         self.plan_thr = thr.copy()
         self._note = {
-            "source": f"{ {'day': 'daily', 'week': 'weekly'}.get(self.fc.source(), 'no')} profile + residual level",
+            "source": f"{ {'day': 'daily', 'week': 'weekly'}.get(self.fc.source(), 'no') } profile + residual level",
             "planned_at_period": self.t,
             "residual_level_tuples_s": self.fc.level,
             "phi_per_period": self.fc.phi(),
