@@ -15,6 +15,8 @@ Model, per control period ``t`` (period length ``period_s`` seconds, declared by
 - ``r`` is the residual level: an exponentially weighted mean (weight ``level_alpha``) of ``x - S``; it carries
   what the profile does not know (this week is busier than the last) and decays towards the profile with the
   AR(1) coefficient ``phi`` learned from its own lag-1 regression (forgetting over one day of periods).
+  A rate farther from its one-period forecast than ``clip_sigmas`` error standard deviations sets the level at
+  once (weight 1): a step or a flash crowd, and its end, are followed in one period instead of five.
 - Forecast ``h`` periods ahead: ``x_hat[t+h] = S(t+h) + phi^h r[t]``.
 - Uncertainty: the forecast errors ``e`` realised at horizons 1, 2, 4, ..., 64 periods. Their variance is
   learned as a line in the forecast, ``var(e | x_hat) = a + b x_hat`` (least squares of ``e^2`` on ``x_hat``
@@ -22,7 +24,11 @@ Model, per control period ``t`` (period length ``period_s`` seconds, declared by
   one-period error is 9 tuples/s at 50 tuples/s and 25 at 550), a homoscedastic source has ``b = 0``. The
   standardised errors ``z = e / sqrt(a + b x_hat)`` are counted in histograms (bins of :data:`Z_BIN`);
   ``P(x[t+h] > theta)`` reads the histogram of the largest counted horizon <= ``h``. No distribution is
-  assumed: the tails are the observed ones.
+  assumed: the tails are the observed ones. Counts and sums forget with the time constant ``error_memory_s``.
+- Robustness to one-offs (``clip_sigmas`` > 0): a season moves a profile bin by at most ``clip_sigmas`` one-period
+  error standard deviations, and an error enters the variance sums clipped to ``clip_sigmas`` standard deviations
+  (of the smaller of forecast and rate): a flash crowd is neither learned as a daily event nor makes every later
+  forecast uncertain; its errors stay in the tails of the histograms.
 
 Everything is learned from the rates the operator saw; the exact state round-trips (:meth:`state` /
 :meth:`load`). Pure Python + numpy.

@@ -6,7 +6,10 @@ Markov chain, which knows neither the time of day nor where the rate sits inside
 
 - the **rate process** (:class:`policies.seasonal.SeasonalForecaster`): a weekly (before one week: daily) seasonal
   profile in bins of ``bin_s`` seconds with exponential forgetting, a smoothed residual with a learned AR(1)
-  decay, and the empirical distribution of its own forecast errors per horizon;
+  decay, and the empirical distribution of its own forecast errors per horizon, scaled by a learned
+  variance-rate line (count-like arrivals are noisier at higher rates). One-offs are not learned as seasons
+  (``clip_sigmas``): a flash crowd moves a profile bin by a few error standard deviations and the residual level
+  jumps with it and back, so it neither returns as a phantom the next day nor makes every forecast uncertain;
 - the **performance model** exactly as ``model-based`` does (composition: an inner
   :class:`policies.om.model_based.ModelBased` learns the per-replica rate bounds ``theta`` of every performance
   class from violations; it is also the policy before the forecaster has ``min_history_s`` of history, and
@@ -25,8 +28,13 @@ period, the papers' action set). The plan's per-stage decisions are kept and fol
 periods, or until the learned bounds change, the operator violates, or the rate leaves the band of the plan's
 forecast (``replan_sigmas`` standard deviations of the one-period error).
 
-Cost: one plan is ``S`` vectorised backups over the deployment space (S = fine_steps + (horizon - fine_steps) /
-block_steps stages); see docs/benchmarks.md (``predictive`` section) for the whole-trace CPU time and memory.
+Cost: one plan is ``S`` vectorised backups over the deployments mixing at most ``max_mixed_types`` node types
+(S = fine_steps + (horizon - fine_steps) / block_steps stages, 15 by default); see docs/benchmarks.md
+(``predictive`` section) for the whole-trace CPU time, memory and quality against the clairvoyant bound.
+
+Limits: plans only with the ``threshold`` violation model (round robin + worst replica; otherwise it is
+``model-based``); the action set is the papers' (one replica per period, no multi-replica step); the AM's budget
+is not part of the plan (a denied proposal is learned as a no-op, as for every policy).
 """
 
 from __future__ import annotations
@@ -56,9 +64,8 @@ ERROR_MEMORY_S = 28 * 86_400.0  # time constant (s) of the forgetting of the for
 HORIZON = 64  # periods planned ahead
 FINE_STEPS = 8  # the first stages are one period each ...
 BLOCK_STEPS = 8  # ... the rest blocks of this many periods (one action per block)
-MAX_MIXED_TYPES = (
-    2  # the plan's deployments mix at most this many node types (model-based's dominance argument)
-)
+# the plan's deployments mix at most this many node types (model-based's dominance argument)
+MAX_MIXED_TYPES = 2
 REPLAN_EVERY = 8  # periods a plan is followed at most
 REPLAN_SIGMAS = 2.0  # replan when the rate leaves the plan's forecast by this many one-period error stds
 MIN_HISTORY_S = 86_400.0  # forecaster history (s) before planning on it; model-based before

@@ -60,6 +60,28 @@ def test_forecaster_uses_the_weekly_profile_after_a_week():
     assert ahead[:20].min() > 350.0 and ahead[-60:].max() < 150.0
 
 
+def test_a_flash_crowd_is_not_learned_as_a_daily_event():
+    rng = np.random.default_rng(2)
+    rate = np.full(1440 * 3, 150.0)
+    at = 1440 + 720
+    rate[at : at + 15] = 900.0  # once, on day 2 at noon
+    fc = SeasonalForecaster(60.0, 86_400.0, 604_800.0, 600.0, 2.0, 0.2, 28 * 86_400.0, True, 3.0)
+    noisy = rng.poisson(rate).astype(float)
+    for x in noisy[: at + 1]:
+        fc.observe(float(x))
+    assert fc.forecast(1)[0] > 600.0  # the level followed the jump at once
+    for x in noisy[at + 1 : at + 1440 - 30]:
+        fc.observe(float(x))
+    # 30 periods before the same time the next day: no phantom flash crowd ahead, and a narrow error at 150
+    assert fc.forecast(60).max() < 200.0
+    assert fc.error_std(1, 150.0) < 20.0
+    # without the clipping the flash crowd comes back as a daily event
+    free = SeasonalForecaster(60.0, 86_400.0, 604_800.0, 600.0, 2.0, 0.2, 28 * 86_400.0, True, 0.0)
+    for x in noisy[: at + 1440 - 30]:
+        free.observe(float(x))
+    assert free.forecast(60).max() > 300.0
+
+
 def test_forecaster_learns_that_the_error_grows_with_the_rate():
     rng = np.random.default_rng(1)
     rate = 275.0 - 225.0 * np.cos(2 * np.pi * np.arange(1440 * 4) / 1440)  # 50 .. 500 tuples/s
