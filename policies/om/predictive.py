@@ -181,6 +181,7 @@ class Predictive(Policy):
         inner = self.inner
         inner._calibrate(k, rate, obs)
         self._calibration = inner._calibration
+        self.levels, self.rerangings = inner.levels, inner.rerangings  # the inner's range is the policy's
         prev = self._prev
         if prev is not None:
             k_prev, rate_prev, a_prev = prev
