@@ -15,8 +15,9 @@ Model, per control period ``t`` (period length ``period_s`` seconds, declared by
 - ``r`` is the residual level: an exponentially weighted mean (weight ``level_alpha``) of ``x - S``; it carries
   what the profile does not know (this week is busier than the last) and decays towards the profile with the
   AR(1) coefficient ``phi`` learned from its own lag-1 regression (forgetting over one day of periods).
-  A rate farther from its one-period forecast than ``clip_sigmas`` error standard deviations sets the level at
-  once (weight 1): a step or a flash crowd, and its end, are followed in one period instead of five.
+  A rate farther from its one-period forecast than ``jump_sigmas`` error standard deviations (at the forecast)
+  sets the level at once (weight 1): a step or a flash crowd, and its end, are followed in one period instead of
+  five (at 3 standard deviations, noise set it too: the plan scaled in after every deep dip and out again).
 - Forecast ``h`` periods ahead: ``x_hat[t+h] = S(t+h) + phi^h r[t]``.
 - Uncertainty: the forecast errors ``e`` realised at horizons 1, 2, 4, ..., 64 periods. Their variance is
   learned as a line in the forecast, ``var(e | x_hat) = a + b x_hat`` (least squares of ``e^2`` on ``x_hat``
@@ -67,6 +68,7 @@ class SeasonalForecaster:
         error_memory_s: float,
         interpolate: bool = True,
         clip_sigmas: float = 0.0,
+        jump_sigmas: float = 0.0,
     ) -> None:
         """``period_s``: seconds per control period; ``day_s``/``week_s``: season lengths (s); ``bin_s``: profile
         bin (s); ``memory_periods``: seasons of memory of each profile bin; ``level_alpha``: weight of a new
@@ -88,6 +90,7 @@ class SeasonalForecaster:
         self.phi_forget = 1.0 - period_s / day_s  # the AR(1) regression forgets over one day
         self.error_bins = Z_BINS
         self.clip_sigmas = float(clip_sigmas)  # 0: no clipping
+        self.jump_sigmas = float(jump_sigmas)  # 0: the level never jumps
         self.interpolate = float(bool(interpolate))  # 1: linear between bin centres, 0: constant per bin
         if not error_memory_s >= period_s:
             raise ValueError(f"params.error_memory_s: must be >= period_s, got {error_memory_s!r}")
@@ -123,7 +126,7 @@ class SeasonalForecaster:
     def _refresh(self) -> None:
         """Recompute the error CDFs and stds when none are cached or the counts grew by more than
         :data:`REFRESH_FRACTION` since (a cumulative sum per period would cost more than the rest of a period)."""
-        total = self.err_hist[0].sum()
+        total = self.var_stats[0][0]
         if self._cdf is not None and self._new_errors <= REFRESH_FRACTION * total:
             return
         # exponential forgetting of the errors, applied in one go for the periods since the last refresh
@@ -214,17 +217,16 @@ class SeasonalForecaster:
         half = self.error_bins // 2
         top = self.error_bins - 1
         last = row[0]  # the one-period-ahead forecast of this period (nan: none)
+        self._refresh()  # the variance lines the errors are standardised with
         for i, xhat in enumerate(row):
             if xhat != xhat:  # nan: no forecast for this period at this horizon
                 continue
             err = rate - xhat
             a, b = self._var_ab_list[i]
             var = a + b * xhat
-            if var > 0.0 and math.isfinite(var):
+            if var > 0.0 and math.isfinite(var):  # else no scale yet: the error only enters the variance sums
                 zb = min(max(math.floor(err / math.sqrt(var) / Z_BIN) + half, 0), top)
-            else:
-                zb = half
-            self.err_hist[i, zb] += 1.0
+                self.err_hist[i, zb] += 1.0
             e2 = err * err
             # the variance is a scale, robust to a one-off (a flash crowd's errors would make every forecast
             # uncertain for weeks); the one-off itself stays in the tail of the standardised histogram. The limit
@@ -253,10 +255,10 @@ class SeasonalForecaster:
         old = self.level
         resid = rate - s_now
         alpha = self.level_alpha
-        if self.clip_sigmas > 0 and last == last:
+        if self.jump_sigmas > 0 and last == last:
             a, b = self._var_ab_list[0]
-            var = a + b * min(last, max(rate, 0.0))
-            if 0.0 < var < math.inf and abs(rate - last) > self.clip_sigmas * math.sqrt(var):
+            var = a + b * last
+            if 0.0 < var < math.inf and abs(rate - last) > self.jump_sigmas * math.sqrt(var):
                 alpha = (
                     1.0  # a jump beyond the noise (a step, a flash crowd, its end): the level follows at once
                 )

@@ -59,11 +59,13 @@ MEMORY_PERIODS = 2.0  # seasons of memory of each profile bin (exponential forge
 LEVEL_ALPHA = 0.2  # weight of a new residual in the residual level (EWMA; 1 = last residual only)
 CLIP_SIGMAS = 3.0  # robustness to one-offs: a season moves a profile bin, an error counts in the variance, by
 #                    at most this many error stds (0 = no clipping)
+JUMP_SIGMAS = 6.0  # a rate this many one-period error stds off its forecast sets the residual level at once
 INTERPOLATE = True  # the profile is linear between bin centres (False: constant per bin, sharper steps)
 ERROR_MEMORY_S = 28 * 86_400.0  # time constant (s) of the forgetting of the forecast errors counted
 HORIZON = 64  # periods planned ahead
 FINE_STEPS = 8  # the first stages are one period each ...
 BLOCK_STEPS = 8  # ... the rest blocks of this many periods (one action per block)
+THETA_SAMPLES = 4  # the per-replica bound is planned as uniform over its learned bracket, at this many points
 # the plan's deployments mix at most this many node types (model-based's dominance argument)
 MAX_MIXED_TYPES = 2
 REPLAN_EVERY = 8  # periods a plan is followed at most
@@ -87,10 +89,12 @@ class Predictive(Policy):
         "error_memory_s": ERROR_MEMORY_S,
         "interpolate": INTERPOLATE,
         "clip_sigmas": CLIP_SIGMAS,
+        "jump_sigmas": JUMP_SIGMAS,
         "horizon": HORIZON,
         "fine_steps": FINE_STEPS,
         "block_steps": BLOCK_STEPS,
         "max_mixed_types": MAX_MIXED_TYPES,
+        "theta_samples": THETA_SAMPLES,
         "replan_every": REPLAN_EVERY,
         "replan_sigmas": REPLAN_SIGMAS,
         "min_history_s": MIN_HISTORY_S,
@@ -101,7 +105,14 @@ class Predictive(Policy):
         for key in ("period_s", "day_s", "week_s", "bin_s", "error_memory_s"):
             if not params[key] > 0:
                 raise ValueError(f"params.{key}: must be > 0 seconds, got {params[key]}")
-        for key in ("horizon", "fine_steps", "block_steps", "replan_every", "max_mixed_types"):
+        for key in (
+            "horizon",
+            "fine_steps",
+            "block_steps",
+            "replan_every",
+            "max_mixed_types",
+            "theta_samples",
+        ):
             if params[key] < 1:
                 raise ValueError(f"params.{key}: must be >= 1 periods, got {params[key]}")
         if params["fine_steps"] > params["horizon"]:
@@ -112,8 +123,9 @@ class Predictive(Policy):
             raise ValueError(f"params.level_alpha: must be in (0, 1], got {params['level_alpha']}")
         if params["memory_periods"] < 1:
             raise ValueError(f"params.memory_periods: must be >= 1, got {params['memory_periods']}")
-        if params["clip_sigmas"] < 0:
-            raise ValueError(f"params.clip_sigmas: must be >= 0, got {params['clip_sigmas']}")
+        for key in ("clip_sigmas", "jump_sigmas"):
+            if params[key] < 0:
+                raise ValueError(f"params.{key}: must be >= 0, got {params[key]}")
         if params["replan_sigmas"] <= 0:
             raise ValueError(f"params.replan_sigmas: must be > 0, got {params['replan_sigmas']}")
         if params["min_history_s"] < 0:
@@ -143,6 +155,7 @@ class Predictive(Policy):
             p["error_memory_s"],
             p["interpolate"],
             p["clip_sigmas"],
+            p["jump_sigmas"],
         )
         # the plan's space: deployments mixing at most max_mixed_types node types (classes as the inner's)
         self.space = (
@@ -217,6 +230,22 @@ class Predictive(Policy):
         assert inner._thresholds is not None
         return inner._thresholds
 
+    def _threshold_samples(self, thr: np.ndarray) -> np.ndarray:
+        """Per class, ``theta_samples`` rates (tuples/s) spread evenly over the bracket ``[n lo, n hi)`` of the
+        learned per-replica bound (the bound is somewhere in it: a plan on its midpoint rides the edge and
+        learns by violating); ``thr`` (the inner's estimate) where no violation bounds it (``inf``: optimism, as
+        model-based) or the bracket is empty."""
+        inner = self.inner
+        lo = np.maximum.accumulate(inner.thr_lo)
+        hi = np.minimum.accumulate(inner.thr_hi[::-1])[::-1]
+        rank, n = inner._class_rank, inner.space.class_n
+        lo_c, hi_c = n * lo[rank], n * hi[rank]
+        use = np.isfinite(hi_c) & (lo_c < hi_c)
+        q = (np.arange(self.params["theta_samples"]) + 0.5) / self.params["theta_samples"]
+        with np.errstate(invalid="ignore"):
+            spread = lo_c[:, None] + q[None, :] * (hi_c - lo_c)[:, None]
+        return np.where(use[:, None], spread, thr[:, None])
+
     def _decide(
         self, k: np.ndarray, rate: float, obs: Observation | None, explain: bool
     ) -> tuple[int, dict[int, float]]:
@@ -261,7 +290,8 @@ class Predictive(Policy):
         """Solve the horizon DP for the current forecast; keep the stage decisions and ``W_0``."""
         H = self.params["horizon"]
         xhat = self.fc.forecast(H)
-        p = self.fc.exceedance(xhat, thr)  # H x C
+        samples = self._threshold_samples(thr)  # C x Q
+        p = self.fc.exceedance(xhat, samples.reshape(-1)).reshape(H, *samples.shape).mean(axis=2)  # H x C
         e = self.edges
         stage_p = np.add.reduceat(p, e[:-1], axis=0)  # S x C
         lengths = np.diff(e).astype(float)

@@ -65,7 +65,7 @@ def test_a_flash_crowd_is_not_learned_as_a_daily_event():
     rate = np.full(1440 * 3, 150.0)
     at = 1440 + 720
     rate[at : at + 15] = 900.0  # once, on day 2 at noon
-    fc = SeasonalForecaster(60.0, 86_400.0, 604_800.0, 600.0, 2.0, 0.2, 28 * 86_400.0, True, 3.0)
+    fc = SeasonalForecaster(60.0, 86_400.0, 604_800.0, 600.0, 2.0, 0.2, 28 * 86_400.0, True, 3.0, 6.0)
     noisy = rng.poisson(rate).astype(float)
     for x in noisy[: at + 1]:
         fc.observe(float(x))
@@ -76,7 +76,7 @@ def test_a_flash_crowd_is_not_learned_as_a_daily_event():
     assert fc.forecast(60).max() < 200.0
     assert fc.error_std(1, 150.0) < 20.0
     # without the clipping the flash crowd comes back as a daily event
-    free = SeasonalForecaster(60.0, 86_400.0, 604_800.0, 600.0, 2.0, 0.2, 28 * 86_400.0, True, 0.0)
+    free = SeasonalForecaster(60.0, 86_400.0, 604_800.0, 600.0, 2.0, 0.2, 28 * 86_400.0, True, 0.0, 6.0)
     for x in noisy[: at + 1440 - 30]:
         free.observe(float(x))
     assert free.forecast(60).max() > 300.0
