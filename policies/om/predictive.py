@@ -63,6 +63,7 @@ JUMP_SIGMAS = 6.0  # a rate this many one-period error stds off its forecast set
 INTERPOLATE = True  # the profile is linear between bin centres (False: constant per bin, sharper steps)
 ERROR_MEMORY_S = 28 * 86_400.0  # time constant (s) of the forgetting of the forecast errors counted
 HORIZON = 64  # periods planned ahead
+TAIL_PERIODS = 0  # beyond the horizon, the last period's cost is counted this many more periods (0 = W_S = 0)
 FINE_STEPS = 8  # the first stages are one period each ...
 BLOCK_STEPS = 8  # ... the rest blocks of this many periods (one action per block)
 THETA_SAMPLES = 4  # the per-replica bound is planned as uniform over its learned bracket, at this many points
@@ -91,6 +92,7 @@ class Predictive(Policy):
         "clip_sigmas": CLIP_SIGMAS,
         "jump_sigmas": JUMP_SIGMAS,
         "horizon": HORIZON,
+        "tail_periods": TAIL_PERIODS,
         "fine_steps": FINE_STEPS,
         "block_steps": BLOCK_STEPS,
         "max_mixed_types": MAX_MIXED_TYPES,
@@ -128,6 +130,8 @@ class Predictive(Policy):
                 raise ValueError(f"params.{key}: must be >= 0, got {params[key]}")
         if params["replan_sigmas"] <= 0:
             raise ValueError(f"params.replan_sigmas: must be > 0, got {params['replan_sigmas']}")
+        if params["tail_periods"] < 0:
+            raise ValueError(f"params.tail_periods: must be >= 0 periods, got {params['tail_periods']}")
         if params["min_history_s"] < 0:
             raise ValueError(f"params.min_history_s: must be >= 0 seconds, got {params['min_history_s']}")
 
@@ -300,7 +304,8 @@ class Predictive(Policy):
         S = len(lengths)
         n_dec = min(S, self.params["replan_every"] + 1)  # stage decisions a plan can be asked for
         dec = np.zeros((n_dec, space.size), dtype=np.int8)
-        w = np.zeros(space.size)
+        # terminal value: the last period's cost held for tail_periods more (0: nothing beyond the horizon)
+        w = self.params["tail_periods"] * (self.spec.weights.perf * p[-1, space.cls] + self._res)
         succ, rcf = self._succ_t, self._rcf_t
         cols = np.arange(space.size)
         for s in range(S - 1, -1, -1):
