@@ -84,14 +84,18 @@ def main(argv: list[str]) -> int:  # pragma: no cover - a benchmark, run by hand
     ap.add_argument("--infra", default="A,B")
     ap.add_argument("--k-max", default="10,20")
     ap.add_argument("--seed", type=int, default=0, help="seed of the synthetic traces' noise")
+    ap.add_argument(
+        "--traces", default="step,flash,weekly,taxi_last_month", help="comma-separated trace names"
+    )
     ap.add_argument("--output", default="", help="also write the markdown here")
     args = ap.parse_args(argv)
-    traces = {
-        "step": noisy(step_shape(), args.seed),
-        "flash": noisy(flash_shape(), args.seed),
-        "weekly": noisy(weekly_shape(), args.seed),
-        "taxi_last_month": load_trace(SHIPPED_TRACES_DIR / "taxi_last_month.txt"),
+    makers = {
+        "step": lambda: noisy(step_shape(), args.seed),
+        "flash": lambda: noisy(flash_shape(), args.seed),
+        "weekly": lambda: noisy(weekly_shape(), args.seed),
+        "taxi_last_month": lambda: load_trace(SHIPPED_TRACES_DIR / "taxi_last_month.txt"),
     }
+    traces = {name: makers[name]() for name in args.traces.split(",")}
     cells = [(i, int(k)) for k in args.k_max.split(",") for i in args.infra.split(",")]
     lines = []
     start = time.perf_counter()
