@@ -17,6 +17,7 @@ OM_POLICIES: dict[str, str] = {
     "ql-pds": "policies.om.qlearning:QLearningPDS",
     "ql-pds-plus": "policies.om.qlearning:QLearningPDSPlus",
     "model-based": "policies.om.model_based:ModelBased",
+    "predictive": "policies.om.predictive:Predictive",
     "dql": "policies.om.deep:DeepQLearning",
     "dql-pds": "policies.om.deep:DeepQLearningPDS",
     "dql-pds-plus": "policies.om.deep:DeepQLearningPDSPlus",

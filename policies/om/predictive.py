@@ -1,0 +1,372 @@
+"""Predictive model-based control [``predictive``] (issue 24, item 3): model-predictive control on a learned
+forecast of the operator's own input rate and the learned performance model of ``model-based``.
+
+None of the papers' policies plans on a forecast of its input: ``model-based`` plans on a learned rate-*level*
+Markov chain, which knows neither the time of day nor where the rate sits inside its level. This policy learns
+
+- the **rate process** (:class:`policies.seasonal.SeasonalForecaster`): a weekly (before one week: daily) seasonal
+  profile in bins of ``bin_s`` seconds with exponential forgetting, a smoothed residual with a learned AR(1)
+  decay, and the empirical distribution of its own forecast errors per horizon, scaled by a learned
+  variance-rate line (count-like arrivals are noisier at higher rates). One-offs are not learned as seasons
+  (``clip_sigmas``): a flash crowd moves a profile bin by a few error standard deviations and the residual level
+  jumps with it and back, so it neither returns as a phantom the next day nor makes every forecast uncertain;
+- the **performance model** exactly as ``model-based`` does (composition: an inner
+  :class:`policies.om.model_based.ModelBased` learns the per-replica rate bounds ``theta`` of every performance
+  class from violations; it is also the policy before the forecaster has ``min_history_s`` of history, and
+  whenever its violation model is not the threshold one);
+
+and plans over the next ``horizon`` periods with a dynamic programme over (deployment, stage) for the forecast
+rate path, minimising paper 001's weighted cost::
+
+    W_s(d) = sum_{h in stage s} [ w_perf P(x[t+h] > theta(class(d))) + w_res price(d) / C_max ]
+             + min_a [ w_rcf 1[a != 0] + W_{s+1}(d + a) ],          W_S = 0
+
+``P`` reads the forecaster's error distribution at horizon ``h``. The first ``fine_steps`` stages are one
+period each; the rest of the horizon is cut in blocks of ``block_steps`` periods (one action per block): the far
+future only has to say whether a change now will pay for itself. The first action is executed (one replica per
+period, the papers' action set). The plan's per-stage decisions are kept and followed for ``replan_every``
+periods, or until the learned bounds change, the operator violates, or the rate leaves the band of the plan's
+forecast (``replan_sigmas`` standard deviations of the one-period error).
+
+Cost: one plan is ``S`` vectorised backups over the deployments mixing at most ``max_mixed_types`` node types
+(S = fine_steps + (horizon - fine_steps) / block_steps stages, 15 by default); see docs/benchmarks.md
+(``predictive`` section) for the whole-trace CPU time, memory and quality against the clairvoyant bound.
+
+Limits: plans only with the ``threshold`` violation model (round robin + worst replica; otherwise it is
+``model-based``); the action set is the papers' (one replica per period, no multi-replica step); the AM's budget
+is not part of the plan (a denied proposal is learned as a no-op, as for every policy).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import numpy as np
+
+from policies.base import Observation, Policy
+from policies.model import OperatorSpec
+from policies.om import mdp
+from policies.om.model_based import ModelBased, outside_space_action
+from policies.seasonal import SeasonalForecaster
+
+# ---- hyperparameters (CleanRL style) ----------------------------------------------------------------------------
+PERIOD_S = 60.0  # seconds per control period (the papers' minute); declared by the user for other loops
+DAY_S = 86_400.0  # daily season (s)
+WEEK_S = 604_800.0  # weekly season (s), used once a whole week was seen
+BIN_S = 600.0  # width of a seasonal-profile bin (s)
+MEMORY_PERIODS = 2.0  # seasons of memory of each profile bin (exponential forgetting)
+LEVEL_ALPHA = 0.2  # weight of a new residual in the residual level (EWMA; 1 = last residual only)
+CLIP_SIGMAS = 3.0  # robustness to one-offs: a season moves a profile bin, an error counts in the variance, by
+#                    at most this many error stds (0 = no clipping)
+JUMP_SIGMAS = 6.0  # a rate this many one-period error stds off its forecast sets the residual level at once
+INTERPOLATE = True  # the profile is linear between bin centres (False: constant per bin, sharper steps)
+ERROR_MEMORY_S = 28 * 86_400.0  # time constant (s) of the forgetting of the forecast errors counted
+HORIZON = 64  # periods planned ahead
+TAIL_PERIODS = 0  # beyond the horizon, the last period's cost is counted this many more periods (0 = W_S = 0)
+FINE_STEPS = 8  # the first stages are one period each ...
+BLOCK_STEPS = 8  # ... the rest blocks of this many periods (one action per block)
+THETA_SAMPLES = 4  # the per-replica bound is planned as uniform over its learned bracket, at this many points
+# the plan's deployments mix at most this many node types (model-based's dominance argument)
+MAX_MIXED_TYPES = 2
+REPLAN_EVERY = 8  # periods a plan is followed at most
+REPLAN_SIGMAS = 2.0  # replan when the rate leaves the plan's forecast by this many one-period error stds
+MIN_HISTORY_S = 86_400.0  # forecaster history (s) before planning on it; model-based before
+
+
+class Predictive(Policy):
+    """MPC over (deployment, stage) on a seasonal + AR(1) forecast and model-based's learned bounds."""
+
+    name: ClassVar[str] = "predictive"
+    _explains: ClassVar[bool] = True
+    deterministic: ClassVar[bool] = True
+    DEFAULTS: ClassVar[dict[str, Any]] = {
+        "period_s": PERIOD_S,
+        "day_s": DAY_S,
+        "week_s": WEEK_S,
+        "bin_s": BIN_S,
+        "memory_periods": MEMORY_PERIODS,
+        "level_alpha": LEVEL_ALPHA,
+        "error_memory_s": ERROR_MEMORY_S,
+        "interpolate": INTERPOLATE,
+        "clip_sigmas": CLIP_SIGMAS,
+        "jump_sigmas": JUMP_SIGMAS,
+        "horizon": HORIZON,
+        "tail_periods": TAIL_PERIODS,
+        "fine_steps": FINE_STEPS,
+        "block_steps": BLOCK_STEPS,
+        "max_mixed_types": MAX_MIXED_TYPES,
+        "theta_samples": THETA_SAMPLES,
+        "replan_every": REPLAN_EVERY,
+        "replan_sigmas": REPLAN_SIGMAS,
+        "min_history_s": MIN_HISTORY_S,
+    }
+
+    @classmethod
+    def check_params(cls, params: dict[str, Any]) -> None:
+        for key in ("period_s", "day_s", "week_s", "bin_s", "error_memory_s"):
+            if not params[key] > 0:
+                raise ValueError(f"params.{key}: must be > 0 seconds, got {params[key]}")
+        for key in (
+            "horizon",
+            "fine_steps",
+            "block_steps",
+            "replan_every",
+            "max_mixed_types",
+            "theta_samples",
+        ):
+            if params[key] < 1:
+                raise ValueError(f"params.{key}: must be >= 1 periods, got {params[key]}")
+        if params["fine_steps"] > params["horizon"]:
+            raise ValueError(
+                f"params.fine_steps: must be <= horizon ({params['horizon']}), got {params['fine_steps']}"
+            )
+        if not 0.0 < params["level_alpha"] <= 1.0:
+            raise ValueError(f"params.level_alpha: must be in (0, 1], got {params['level_alpha']}")
+        if params["memory_periods"] < 1:
+            raise ValueError(f"params.memory_periods: must be >= 1, got {params['memory_periods']}")
+        for key in ("clip_sigmas", "jump_sigmas"):
+            if params[key] < 0:
+                raise ValueError(f"params.{key}: must be >= 0, got {params[key]}")
+        if params["replan_sigmas"] <= 0:
+            raise ValueError(f"params.replan_sigmas: must be > 0, got {params['replan_sigmas']}")
+        if params["tail_periods"] < 0:
+            raise ValueError(f"params.tail_periods: must be >= 0 periods, got {params['tail_periods']}")
+        if params["min_history_s"] < 0:
+            raise ValueError(f"params.min_history_s: must be >= 0 seconds, got {params['min_history_s']}")
+
+    def __init__(self, spec: OperatorSpec, params: dict[str, Any] | None = None, seed: int = 0) -> None:
+        super().__init__(spec, params, seed)
+        self._build()
+
+    def _build(self) -> None:
+        """The inner learner, the forecaster and the stage boundaries of ``self.params`` (fresh, nothing learned)."""
+        p = self.params
+        self.min_history = math.ceil(p["min_history_s"] / p["period_s"])  # periods
+        # the inner learner sweeps at every period while it is the policy, then rarely (its values are only the
+        # fallback's)
+        warm = max(self.min_history, 1)
+        self.inner = ModelBased(
+            self.spec, {"warmup_steps": warm, "sweep_every": warm, "local_radius": 0}, self.seed
+        )
+        self.fc = SeasonalForecaster(
+            p["period_s"],
+            p["day_s"],
+            p["week_s"],
+            p["bin_s"],
+            p["memory_periods"],
+            p["level_alpha"],
+            p["error_memory_s"],
+            p["interpolate"],
+            p["clip_sigmas"],
+            p["jump_sigmas"],
+        )
+        # the plan's space: deployments mixing at most max_mixed_types node types (classes as the inner's)
+        self.space = (
+            mdp.build_space(self.spec, p["max_mixed_types"])
+            if self.spec.n_res > p["max_mixed_types"]
+            else self.inner.space
+        )
+        H, F, B = p["horizon"], p["fine_steps"], p["block_steps"]
+        self.edges = np.array(sorted({*range(F + 1), *range(F, H, B), H}))  # stage boundaries (periods)
+        self._build_tables()
+        self._drop_plan()
+        self._note: dict[str, Any] | None = None
+        self._violated = False  # the last period violated the bound (a reason to replan)
+
+    def _build_tables(self) -> None:
+        space = self.space
+        rows = np.arange(space.size)
+        self._succ = np.where(space.succ >= 0, space.succ, rows[:, None])
+        rcf = self.spec.weights.rcf
+        self._rcf = np.where(space.succ >= 0, rcf, rcf + 1.0)  # infeasible = stay, at more than doing nothing
+        self._rcf[:, 0] = 0.0
+        self._succ_t = np.ascontiguousarray(self._succ.T)  # actions x deployments: reductions over rows
+        self._rcf_t = np.ascontiguousarray(self._rcf.T)
+        self._res = (self.spec.weights.res / float(self.spec.c_max)) * space.price
+        self._key = [self.spec.weights.perf, self.spec.weights.res, rcf, self.spec.r_max_s]
+
+    def _drop_plan(self) -> None:
+        self.plan_t = -1  # self.t when the plan was made
+        self.plan_dec = np.zeros((0, self.space.size), dtype=np.int8)  # stage-end decisions
+        self.plan_w0 = np.zeros(0)  # W_0 per deployment
+        self.plan_xhat = np.zeros(0)  # the forecast planned on (tuples/s)
+        self.plan_thr = np.zeros(0)  # the per-class bounds planned on (tuples/s)
+
+    # ---- the call of every period --------------------------------------------------------------------------
+    def act(self, k: np.ndarray, rate: float, violated: bool, obs: Observation | None = None) -> int:
+        inner = self.inner
+        inner._calibrate(k, rate, obs)
+        self._calibration = inner._calibration
+        self.levels, self.rerangings = inner.levels, inner.rerangings  # the inner's range is the policy's
+        prev = self._prev
+        if prev is not None:
+            k_prev, rate_prev, a_prev = prev
+            w = self.spec.weights
+            res = self.spec.price(k) / self.spec.c_max
+            cost = w.perf * violated + w.res * res + w.rcf * (a_prev != 0)
+            self._last_terms = (float(violated), res, float(a_prev != 0))
+            inner._learn(k_prev, rate_prev, a_prev, cost, k, rate, violated, obs)
+            inner.t += 1
+            self.t += 1
+        self.fc.observe(rate)
+        self._violated = bool(violated)
+        action, _ = self._decide(k, rate, obs, False)
+        self._prev = (k, float(rate), action)
+        inner._prev = self._prev
+        return action
+
+    def override_last_action(self, applied_action: int) -> None:
+        super().override_last_action(applied_action)
+        self.inner._prev = self._prev
+
+    def forget_last_decision(self) -> None:
+        super().forget_last_decision()
+        self.inner.forget_last_decision()
+
+    def _planning(self) -> bool:
+        return self.fc.t >= max(self.min_history, 1) and bool(self.inner.threshold_mode)
+
+    def _thresholds(self) -> np.ndarray:
+        inner = self.inner
+        if inner._thresholds is None:
+            inner._threshold_model()
+        assert inner._thresholds is not None
+        return inner._thresholds
+
+    def _threshold_samples(self, thr: np.ndarray) -> np.ndarray:
+        """Per class, ``theta_samples`` rates (tuples/s) spread evenly over the bracket ``[n lo, n hi)`` of the
+        learned per-replica bound (the bound is somewhere in it: a plan on its midpoint rides the edge and
+        learns by violating); ``thr`` (the inner's estimate) where no violation bounds it (``inf``: optimism, as
+        model-based) or the bracket is empty."""
+        inner = self.inner
+        lo = np.maximum.accumulate(inner.thr_lo)
+        hi = np.minimum.accumulate(inner.thr_hi[::-1])[::-1]
+        rank, n = inner._class_rank, inner.space.class_n
+        lo_c, hi_c = n * lo[rank], n * hi[rank]
+        use = np.isfinite(hi_c) & (lo_c < hi_c)
+        q = (np.arange(self.params["theta_samples"]) + 0.5) / self.params["theta_samples"]
+        with np.errstate(invalid="ignore"):
+            spread = lo_c[:, None] + q[None, :] * (hi_c - lo_c)[:, None]
+        return np.where(use[:, None], spread, thr[:, None])
+
+    def _decide(
+        self, k: np.ndarray, rate: float, obs: Observation | None, explain: bool
+    ) -> tuple[int, dict[int, float]]:
+        if not self._planning():
+            if not explain:
+                self._note = {"source": "model-based (forecaster warming up)", "periods_seen": self.fc.t}
+            return self.inner._decide(k, rate, obs, explain)
+        space = self.space
+        d = space.lookup(k)
+        if d < 0:
+            return outside_space_action(space, k, self.spec), {}
+        if explain:
+            if self.plan_w0.size == 0:
+                return 0, {}
+            acts, dst, moves = space.moves(d)
+            q = self.plan_w0[dst] + np.where(moves, self.spec.weights.rcf, 0.0)
+            values = dict(zip(acts, q.tolist(), strict=True))
+            return min(values, key=values.__getitem__), values
+        thr = self._thresholds()
+        j = self.t - self.plan_t
+        if self._must_replan(j, rate, thr):
+            self._plan(thr)
+            j = 0
+        if j == 0:
+            q = self.plan_w0[self._succ[d]] + self._rcf[d]
+            return int(np.argmin(q)), {}
+        stage_end = np.flatnonzero(self.edges[1:] == j)
+        if stage_end.size == 0 or stage_end[0] >= len(self.plan_dec):
+            return 0, {}  # inside a block: hold
+        return int(self.plan_dec[stage_end[0], d]), {}
+
+    def _must_replan(self, j: int, rate: float, thr: np.ndarray) -> bool:
+        if self.plan_t < 0 or j >= min(self.params["replan_every"], len(self.plan_xhat)) or self._violated:
+            return True
+        if not np.array_equal(thr, self.plan_thr):
+            return True
+        expected = float(self.plan_xhat[j - 1])
+        sigma = self.fc.error_std(j, expected)
+        return abs(rate - expected) > self.params["replan_sigmas"] * sigma
+
+    def _plan(self, thr: np.ndarray) -> None:
+        """Solve the horizon DP for the current forecast; keep the stage decisions and ``W_0``."""
+        H = self.params["horizon"]
+        xhat = self.fc.forecast(H)
+        samples = self._threshold_samples(thr)  # C x Q
+        p = self.fc.exceedance(xhat, samples.reshape(-1)).reshape(H, *samples.shape).mean(axis=2)  # H x C
+        e = self.edges
+        stage_p = np.add.reduceat(p, e[:-1], axis=0)  # S x C
+        lengths = np.diff(e).astype(float)
+        space = self.space
+        cost = self.spec.weights.perf * stage_p[:, space.cls] + lengths[:, None] * self._res[None, :]
+        S = len(lengths)
+        n_dec = min(S, self.params["replan_every"] + 1)  # stage decisions a plan can be asked for
+        dec = np.zeros((n_dec, space.size), dtype=np.int8)
+        # terminal value: the last period's cost held for tail_periods more (0: nothing beyond the horizon)
+        w = self.params["tail_periods"] * (self.spec.weights.perf * p[-1, space.cls] + self._res)
+        succ, rcf = self._succ_t, self._rcf_t
+        cols = np.arange(space.size)
+        for s in range(S - 1, -1, -1):
+            q = w[succ]
+            q += rcf
+            if s < n_dec:
+                a = np.argmin(q, axis=0)
+                dec[s] = a
+                w = cost[s] + q[a, cols]
+            else:
+                w = cost[s] + q.min(axis=0)
+        self.plan_t = self.t
+        self.plan_dec = dec
+        self.plan_w0 = w
+        self.plan_xhat = xhat
+        self.plan_thr = thr.copy()
+        self._note = {
+            "source": f"{ {'day': 'daily', 'week': 'weekly'}.get(self.fc.source(), 'no') } profile + residual level",
+            "planned_at_period": self.t,
+            "residual_level_tuples_s": self.fc.level,
+            "phi_per_period": self.fc.phi(),
+            "forecast_tuples_s": [round(float(x), 1) for x in xhat[e[:-1]]],
+            "forecast_periods_ahead": (e[:-1] + 1).tolist(),
+            "next_period_error_std_tuples_s": self.fc.error_std(1, float(xhat[0])),
+        }
+
+    def explanation_extras(self) -> dict[str, Any]:
+        """The forecast the plan in force was made on (or the fallback in force)."""
+        return {} if self._note is None else {"forecast": self._note}
+
+    # ---- run-time reconfiguration ----------------------------------------------------------------------------
+    def _on_reconfigure(self) -> None:
+        self.inner._on_reconfigure()
+        key = [self.spec.weights.perf, self.spec.weights.res, self.spec.weights.rcf, self.spec.r_max_s]
+        if key != self._key:
+            self._build_tables()
+            self._drop_plan()
+
+    # ---- durable state ---------------------------------------------------------------------------------------
+    def _get_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        meta, arrays = self.fc.state()
+        meta = {"forecaster": meta, "plan_t": self.plan_t, "violated": self._violated, "note": self._note}
+        arrays = {
+            **arrays,
+            "inner": np.frombuffer(self.inner.state_bytes(), dtype=np.uint8),
+            "plan_dec": self.plan_dec,
+            "plan_w0": self.plan_w0,
+            "plan_xhat": self.plan_xhat,
+            "plan_thr": self.plan_thr,
+        }
+        return meta, arrays
+
+    def _set_state(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        self._build()  # of the saved parameters
+        self.inner.load_state(arrays["inner"].tobytes())
+        self.fc.load(meta["forecaster"], arrays)
+        self._build_tables()
+        self.plan_t = int(meta["plan_t"])
+        self.plan_dec = arrays["plan_dec"].copy()
+        self.plan_w0 = arrays["plan_w0"].copy()
+        self.plan_xhat = arrays["plan_xhat"].copy()
+        self.plan_thr = arrays["plan_thr"].copy()
+        self._violated = bool(meta["violated"])
+        self._note = meta["note"]

@@ -1,0 +1,163 @@
+"""The ``predictive`` OM policy (issue 24, item 3): its forecaster learns a seasonal pattern, its MPC scales out
+before a rise it has learned, its state round-trips exactly, and it beats ``model-based`` on a month of Taxi."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from policies.base import Observation
+from policies.om.predictive import Predictive
+from policies.paths import SHIPPED_TRACES_DIR
+from policies.seasonal import SeasonalForecaster, variance_line
+from policies.sim.operator import run_operator
+from policies.sim.scenario import build_policy, paper_spec
+from policies.sim.trace import load_trace
+
+DAY = 120  # periods of a short synthetic "day" (60 s periods)
+SHORT = {  # the policy's seasons scaled to that day
+    "period_s": 60.0,
+    "day_s": 60.0 * DAY,
+    "week_s": 7 * 60.0 * DAY,
+    "bin_s": 300.0,
+    "min_history_s": 60.0 * DAY,
+    "interpolate": False,  # a step is a step: the profile constant per bin
+}
+
+
+def _daily(days: int, low: float, high: float, rise: int, fall: int) -> np.ndarray:
+    """``days`` short days: ``low`` tuples/s, ``high`` from period ``rise`` to ``fall`` of each day."""
+    day = np.full(DAY, low)
+    day[rise:fall] = high
+    return np.tile(day, days)
+
+
+def test_forecaster_learns_a_daily_sine_within_a_bound():
+    rng = np.random.default_rng(0)
+    t = np.arange(1440 * 5)
+    truth = 300.0 + 150.0 * np.sin(2 * np.pi * t / 1440)
+    fc = SeasonalForecaster(60.0, 86_400.0, 604_800.0, 600.0, 2.0, 0.2, 28 * 86_400.0)
+    for x in truth[:-60] + rng.normal(0.0, 5.0, len(t) - 60):
+        fc.observe(float(x))
+    assert fc.source() == "day"
+    err = np.abs(fc.forecast(60) - truth[-60:])
+    # 10-minute bins of a 150 tuples/s sine, linearly interpolated, noise 5: a few tuples/s
+    assert err.max() < 8.0, err.max()
+    # a persistence forecast (the last rate) misses the 60-minute-ahead rate by far more
+    assert np.abs(truth[-61] - truth[-1]) > 5 * err.max()
+
+
+def test_forecaster_uses_the_weekly_profile_after_a_week():
+    day = 1440
+    # weekdays 400 tuples/s, weekends 100: a daily profile cannot know Saturday
+    week = np.concatenate([np.full(5 * day, 400.0), np.full(2 * day, 100.0)])
+    fc = SeasonalForecaster(60.0, 86_400.0, 604_800.0, 600.0, 2.0, 0.2, 28 * 86_400.0)
+    trace = np.tile(week, 2)[: 7 * day * 2 - 2 * day - 30]  # stop 30 minutes before the second Saturday
+    for x in trace:
+        fc.observe(float(x))
+    assert fc.source() == "week"
+    ahead = fc.forecast(120)
+    assert ahead[:20].min() > 350.0 and ahead[-60:].max() < 150.0
+
+
+def test_a_flash_crowd_is_not_learned_as_a_daily_event():
+    rng = np.random.default_rng(2)
+    rate = np.full(1440 * 3, 150.0)
+    at = 1440 + 720
+    rate[at : at + 15] = 900.0  # once, on day 2 at noon
+    fc = SeasonalForecaster(60.0, 86_400.0, 604_800.0, 600.0, 2.0, 0.2, 28 * 86_400.0, True, 3.0, 6.0)
+    noisy = rng.poisson(rate).astype(float)
+    for x in noisy[: at + 1]:
+        fc.observe(float(x))
+    assert fc.forecast(1)[0] > 600.0  # the level followed the jump at once
+    for x in noisy[at + 1 : at + 1440 - 30]:
+        fc.observe(float(x))
+    # 30 periods before the same time the next day: no phantom flash crowd ahead, and a narrow error at 150
+    assert fc.forecast(60).max() < 200.0
+    assert fc.error_std(1, 150.0) < 20.0
+    # without the clipping the flash crowd comes back as a daily event
+    free = SeasonalForecaster(60.0, 86_400.0, 604_800.0, 600.0, 2.0, 0.2, 28 * 86_400.0, True, 0.0, 6.0)
+    for x in noisy[: at + 1440 - 30]:
+        free.observe(float(x))
+    assert free.forecast(60).max() > 300.0
+
+
+def test_forecaster_learns_that_the_error_grows_with_the_rate():
+    rng = np.random.default_rng(1)
+    rate = 275.0 - 225.0 * np.cos(2 * np.pi * np.arange(1440 * 4) / 1440)  # 50 .. 500 tuples/s
+    fc = SeasonalForecaster(60.0, 86_400.0, 604_800.0, 600.0, 2.0, 0.2, 28 * 86_400.0)
+    for x in rng.poisson(rate):  # count-like arrivals: var = rate (as in the Taxi trace, about)
+        fc.observe(float(x))
+    low, high = fc.error_std(1, 50.0), fc.error_std(1, 500.0)
+    assert high > 2.0 * low  # sqrt(10) for pure Poisson noise
+    assert variance_line(np.zeros(5)) == (np.inf, 0.0)
+
+
+def test_mpc_scales_out_before_a_learned_rise_and_model_based_does_not():
+    spec = paper_spec("A", 3, 10)
+    trace = _daily(10, 60.0, 900.0, rise=70, fall=110)
+    rp = run_operator(trace, build_policy("predictive", spec, SHORT), spec=spec)
+    rm = run_operator(trace, build_policy("model-based", spec), spec=spec)
+    rises = [d * DAY + 70 for d in range(5, 10)]
+    need = int(rp.replicas[rises[0] + 10])  # what the high rate needs, one replica added per period
+    assert need >= 4
+    for r in rises:
+        # the scale-out started periods before the rise and was complete when the rate rose
+        assert rp.replicas[r - 1] > rp.replicas[r - 20] and rp.replicas[r] >= need, rp.replicas[r - 5 : r + 3]
+        assert not rp.violation[r : r + 3].any()
+    # model-based either violates at the rises (day 5: it reacted after) or holds the capacity all day (day 9)
+    assert rm.violation[rises[0] : rises[0] + 3].any()
+    assert rp.cost[5 * DAY :].mean() < 0.8 * rm.cost[5 * DAY :].mean()
+
+
+def test_state_round_trip_continues_identically():
+    spec = paper_spec("A", 3, 10)
+    trace = _daily(4, 80.0, 380.0, rise=50, fall=90) + np.tile(np.arange(DAY) % 7, 4)
+    policy = Predictive(spec, SHORT)
+    k = np.array([1, 0, 0])
+    split = 2 * DAY + 55
+    for rate in trace[:split]:
+        k = policy.step(Observation(k, float(rate), violated=bool(rate > 150 * k.sum()))).deployment
+    assert policy._planning() and policy.plan_t >= 0
+    blob = policy.state_bytes()
+    twin = Predictive.from_state(paper_spec("A", 3, 10), blob)
+    assert twin.state_bytes() == blob
+    for rate in trace[split:]:
+        obs = Observation(k, float(rate), violated=bool(rate > 150 * k.sum()))
+        a, b = policy.step(obs), twin.step(obs)
+        assert a.action == b.action and a.explanation == b.explanation
+        k = a.deployment
+    assert policy.state_bytes() == twin.state_bytes()
+
+
+def test_explanation_carries_the_forecast():
+    spec = paper_spec("A", 3, 10)
+    policy = Predictive(spec, SHORT)
+    k = np.array([1, 0, 0])
+    trace = _daily(2, 80.0, 300.0, rise=50, fall=90)
+    for rate in trace[: DAY + 5]:
+        prop = policy.step(Observation(k, float(rate), violated=bool(rate > 150 * k.sum())))
+        k = prop.deployment
+    fc = prop.explanation["forecast"]
+    assert fc["source"].startswith("daily profile")
+    assert len(fc["forecast_tuples_s"]) == len(fc["forecast_periods_ahead"])
+    assert prop.explanation["alternatives"]
+
+
+@pytest.mark.parametrize("field", ["horizon", "replan_every", "block_steps"])
+def test_bad_parameters_name_the_field(field):
+    with pytest.raises(ValueError, match=f"params.{field}"):
+        Predictive(paper_spec("A", 3, 10), {field: 0})
+
+
+def test_beats_model_based_on_three_weeks_of_taxi():
+    trace = load_trace(SHIPPED_TRACES_DIR / "taxi_last_month.txt", steps=21 * 1440)
+    spec = paper_spec("A", 3, 10)
+    costs = {}
+    for name in ("predictive", "model-based"):
+        summary = run_operator(trace, build_policy(name, spec), spec=spec).summary()
+        costs[name] = summary["avg_cost"]
+        if name == "predictive":
+            assert summary["violations_pct"] < 0.5
+    # measured: predictive 2-4 % below model-based here (the first day is model-based's in both)
+    assert costs["predictive"] < 0.99 * costs["model-based"], costs
