@@ -286,6 +286,14 @@ class Policy(ABC):
             raise ValueError("observation has neither 'violated' nor 'response_time_s'")
         return obs.response_time_s > self.spec.r_max_s
 
+    def _period_cost(self, k: np.ndarray, violated: bool, a_prev: int) -> float:
+        """The weighted cost of the period that ended (the papers' violation + resource + reconfiguration terms) in
+        deployment ``k`` after action ``a_prev``; its terms are kept for the explanation (``_last_terms``)."""
+        w = self.spec.weights
+        res = self.spec.price(k) / self.spec.c_max
+        self._last_terms = (float(violated), res, float(a_prev != 0))
+        return w.perf * violated + w.res * res + w.rcf * (a_prev != 0)
+
     def act(self, k: np.ndarray, rate: float, violated: bool, obs: Observation | None = None) -> int:
         """The fast path (used by the simulator): learn from the period that ended, return the next action.
 
@@ -296,10 +304,7 @@ class Policy(ABC):
         prev = self._prev
         if prev is not None:
             k_prev, rate_prev, a_prev = prev
-            w = self.spec.weights
-            res = self.spec.price(k) / self.spec.c_max
-            cost = w.perf * violated + w.res * res + w.rcf * (a_prev != 0)
-            self._last_terms = (float(violated), res, float(a_prev != 0))
+            cost = self._period_cost(k, violated, a_prev)
             self._learn(k_prev, rate_prev, a_prev, cost, k, rate, violated, obs)
             self.t += 1
         action, _ = self._decide(k, rate, obs, False)

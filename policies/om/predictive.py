@@ -202,10 +202,7 @@ class Predictive(Policy):
         prev = self._prev
         if prev is not None:
             k_prev, rate_prev, a_prev = prev
-            w = self.spec.weights
-            res = self.spec.price(k) / self.spec.c_max
-            cost = w.perf * violated + w.res * res + w.rcf * (a_prev != 0)
-            self._last_terms = (float(violated), res, float(a_prev != 0))
+            cost = self._period_cost(k, violated, a_prev)
             inner._learn(k_prev, rate_prev, a_prev, cost, k, rate, violated, obs)
             inner.t += 1
             self.t += 1
