@@ -137,9 +137,10 @@ def over_node_limit(doc: dict[str, Any] | None, max_nodes: int, waiting_slots: d
     if not doc or doc.get("format") != FORMAT:
         return False
     used = used_by_type(doc)
+    types = doc.get("types") or {}
     needed = 0
-    for t in set(used) | set(waiting_slots) | set(doc.get("types") or {}):
-        cores = max(int(((doc.get("types") or {}).get(t) or {}).get("cores", 1)), 1)
+    for t in set(used) | set(waiting_slots):
+        cores = max(int((types.get(t) or {}).get("cores", 1)), 1)
         slots = int(used.get(t, 0)) + max(int(waiting_slots.get(t, 0)), 0)
         needed += -(-slots // cores)
     return needed > int(max_nodes)

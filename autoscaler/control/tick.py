@@ -414,10 +414,9 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
             rt,
             violated,
             m.utilisation,
-            True,
-            m.processing_rate,
-            budget_wait,
-            op.name in node_limited,
+            processing_rate=m.processing_rate,
+            budget_wait_periods=budget_wait,
+            node_limited=op.name in node_limited,
         )
         _add_batch_fields(obs, m, period_s)
         proposal = policy.step(obs)
@@ -571,7 +570,7 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
     # an operator stays node-limited while its scale-out waits: the region's demand with its fewer-replica
     # request may fit, and going back to the request that did not would wait for nodes that never come
     waiting_names = {op.name for op in topo.operators if op.pk in waiting}
-    limited = set(_node_limited(topo, waiting, capacity.snapshots)) | (node_limited & waiting_names)
+    limited = _node_limited(topo, waiting, capacity.snapshots) | (node_limited & waiting_names)
     if limited or node_limited:
         app_mem["node_limited"] = sorted(limited)
     # the IM's pending consolidation: in this period's batched reconfiguration, or its own if a token is left
@@ -661,26 +660,20 @@ def _record_drift(
     app_mem["seen"] = now
 
 
-def _node_limited(topo: Topology, waiting: dict, snapshots: dict[int, dict]) -> list[str]:
+def _node_limited(topo: Topology, waiting: dict, snapshots: dict[int, dict]) -> set[str]:
     """Names of the operators waiting for nodes in a region that cannot hold what runs there plus what this
     application's operators wait for (:func:`autoscaler.control.capacity.over_node_limit`)."""
-    if not waiting:
-        return []
     per_region: dict[int, dict[str, int]] = {}
     for region_id, node_type, slots, _ in waiting.values():
         per_type = per_region.setdefault(region_id, {})
         per_type[node_type] = per_type.get(node_type, 0) + int(slots)
+    regions = {op.deployment.region_id: op.deployment.region for op in topo.operators}
     full = {
-        op.deployment.region_id
-        for op in topo.operators
-        if op.deployment.region_id in per_region
-        and region_capacity.over_node_limit(
-            snapshots.get(op.deployment.region_id),
-            op.deployment.region.max_nodes,
-            per_region[op.deployment.region_id],
-        )
+        rid
+        for rid, per_type in per_region.items()
+        if region_capacity.over_node_limit(snapshots.get(rid), regions[rid].max_nodes, per_type)
     }
-    return sorted(op.name for op in topo.operators if op.pk in waiting and waiting[op.pk][0] in full)
+    return {op.name for op in topo.operators if op.pk in waiting and waiting[op.pk][0] in full}
 
 
 def _still_awaits(change, names: list[str], node_type: str | None) -> bool:

@@ -260,14 +260,6 @@ class Arbiter:
                 taken_by.setdefault(t, []).append(r.operator)
             feasible.append(r)
 
-        def free_after_all(reason: str) -> None:
-            """Nothing is applied this period: a node lost to a batch-mate is free after all, so the request
-            it denied gets ``reason`` instead of waiting for capacity."""
-            cap = self.node_capacity
-            for r, t in lost_conflict:
-                if cap is not None and in_use_before[t] + delta[id(r)][t] <= cap[t]:
-                    decisions[id(r)] = Decision(r.operator, r.action, 0, reason)
-
         if (
             self.batching
             and self.defer_for_nodes
@@ -313,7 +305,11 @@ class Arbiter:
                 # nothing is applied this period: the capacity reasons above assumed the batch went through
                 for r in feasible:
                     decisions[id(r)] = Decision(r.operator, r.action, 0, self._budget_reason(only_ins))
-                free_after_all(self._budget_reason(False))  # the budget denies those too
+                # nothing is applied: a node lost to a batch-mate is free after all, the budget denies those too
+                cap = self.node_capacity
+                for r, t in lost_conflict:
+                    if cap is not None and in_use_before[t] + delta[id(r)][t] <= cap[t]:
+                        decisions[id(r)] = Decision(r.operator, r.action, 0, self._budget_reason(False))
                 feasible = []
         self.reconfigurations += int(bool(feasible))
         out = [decisions[id(r)] for r in requests]

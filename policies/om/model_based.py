@@ -560,11 +560,7 @@ class ModelBased(Policy):
         action's value), it stays the plan: switching between targets of about equal value while waiting would
         restart the wait for other nodes. None when none qualifies."""
         space = self.space
-        if self._cost is None:
-            self._cost = self._state_cost()
-        q = (self._cost + self.future) @ self.p_hat[level]
-        q *= self.spec.gamma
-        q += self.spec.weights.rcf
+        q = self._step_values(level)
         deps = space.deployments
         totals, speed, class_n, rank = self._space_columns()
         ok = (totals >= self.spec.k_min) & (totals <= self.spec.k_max)
@@ -607,6 +603,16 @@ class ModelBased(Policy):
         kept = {a: v for a, v in q.items() if a in grow}
         return kept or q
 
+    def _step_values(self, level: int) -> np.ndarray:
+        """Per deployment of the space, the value of a step to it from this rate level: ``rcf + gamma
+        sum_l' P[l, l'] (cs + future)`` (:meth:`_q_values` over the whole space)."""
+        if self._cost is None:
+            self._cost = self._state_cost()
+        q = (self._cost + self.future) @ self.p_hat[level]
+        q *= self.spec.gamma
+        q += self.spec.weights.rcf
+        return q
+
     def _fewest_new_replicas(self, d: int, level: int) -> tuple[int, float] | None:
         """Under a node limit (``Observation.node_limited``): the deployment expected to meet the bound at this
         rate level (no learned violation) that adds the fewest replicas to ``d`` (new nodes), of any node type,
@@ -621,11 +627,7 @@ class ModelBased(Policy):
         ok = meets & (totals >= self.spec.k_min) & (totals <= self.spec.k_max)
         if not ok.any():
             return None
-        if self._cost is None:
-            self._cost = self._state_cost()
-        q = (self._cost + self.future) @ self.p_hat[level]
-        q *= self.spec.gamma
-        q += self.spec.weights.rcf
+        q = self._step_values(level)
         added = np.maximum(space.deployments - space.deployments[d], 0).sum(axis=1)
         idx = np.flatnonzero(ok)
         best = idx[np.lexsort((q[idx], added[idx]))[0]]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+from contextlib import contextmanager
 
 import pytest
 from django.core.management import call_command
@@ -102,17 +103,26 @@ def test_the_demo_application_stays_within_its_budgets_after_the_warm_up():
     assert row["reconfigurations_pct"] <= row["eta_r_pct"], row
 
 
+@contextmanager
+def scenario_result(name: str, tmp_path):
+    """Run scenario ``name`` through bench_loop for 240 periods (60 of warm-up); yields its one application's
+    record and result, then removes what the run created."""
+    scenario = SCENARIOS[name]
+    run = run_scenario(scenario, 240, tmp_path)
+    try:
+        (rec,) = run.apps
+        yield rec, app_result(name, rec, warmup=60, change=scenario.change_at(240))
+    finally:
+        cleanup()
+
+
 def test_the_ramp_meets_its_budgets_by_planning_ahead_and_reconfiguring_together(tmp_path):
     """bench_loop's 30x ramp with the recommended OM (model-based-trend) and the AM defaults: within eta_V and
     eta_R after the warm-up. What gets it there is visible in the decision log: scale-outs planned on the rising
     trend (the proposal's forecast) and batches deferred while a batch-mate waits for its nodes, so that the
     operators spend one token together (12.2 % violations before, most of them scale-outs waiting for a token
     the others had spent one or two periods earlier)."""
-    scenario = SCENARIOS["ramp"]
-    run = run_scenario(scenario, 240, tmp_path)
-    try:
-        (rec,) = run.apps
-        result = app_result("ramp", rec, warmup=60, change=scenario.change_at(240))
+    with scenario_result("ramp", tmp_path) as (rec, result):
         assert result.violations_pct <= 5.0, result
         assert result.reconfigurations_pct <= 10.0, result
         # scaled out to the rate: at most one period below what the rate needs (a learned bound a little above the
@@ -126,8 +136,6 @@ def test_the_ramp_meets_its_budgets_by_planning_ahead_and_reconfiguring_together
             for d in planned
         )
         assert decisions.filter(reason__contains="deferred: to reconfigure together").exists()
-    finally:
-        cleanup()
 
 
 def test_a_node_shortage_is_served_by_fewer_new_nodes_of_another_type(tmp_path):
@@ -138,11 +146,7 @@ def test_a_node_shortage_is_served_by_fewer_new_nodes_of_another_type(tmp_path):
     run (88.9 % of periods violated); the physical minimum here is about 13 periods (9 new nodes, one per period,
     plus the 3-period provisioning), so the bound asserted is that the application recovers and stays within
     R_max, not eta_V (see docs/benchmarks.md)."""
-    scenario = SCENARIOS["shortage"]
-    run = run_scenario(scenario, 240, tmp_path)
-    try:
-        (rec,) = run.apps
-        result = app_result("shortage", rec, warmup=60, change=scenario.change_at(240))
+    with scenario_result("shortage", tmp_path) as (rec, result):
         assert result.violations_pct <= 10.0, result
         assert result.recovery_periods is not None and result.recovery_periods <= 18, result
         decisions = Decision.objects.filter(application_id=rec.app_id)
@@ -151,5 +155,3 @@ def test_a_node_shortage_is_served_by_fewer_new_nodes_of_another_type(tmp_path):
         assert all(sum(d.proposal["target"].values()) <= 4 for d in frugal), [
             d.proposal["target"] for d in frugal
         ]
-    finally:
-        cleanup()
