@@ -283,14 +283,18 @@ class SeasonalForecaster:
         s = self.profile(self.t - 1 + h)
         return np.maximum(s + self.phi() ** h * self.level, 0.0)
 
-    def exceedance(self, xhat: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
-        """``P[h, c]`` = probability that the rate ``h + 1`` periods ahead exceeds ``thresholds[c]`` (tuples/s),
-        with forecast ``xhat[h]``: from the error histogram of the largest counted horizon <= h + 1 (a horizon
-        without any error yet reads the nearest shorter one that has; none at all: the point forecast)."""
+    def exceedance(
+        self, xhat: np.ndarray, thresholds: np.ndarray, ahead: np.ndarray | None = None
+    ) -> np.ndarray:
+        """``P[i, c]`` = probability that the rate exceeds ``thresholds[c]`` (tuples/s) in the period with
+        forecast ``xhat[i]``, ``ahead[i]`` periods ahead (default ``i + 1``): from the error histogram of the
+        largest counted horizon <= ``ahead[i]`` (a horizon without any error yet reads the nearest shorter one
+        that has; none at all: the point forecast)."""
         self._refresh()
         assert self._cdf is not None
         H = len(xhat)
-        bucket = np.searchsorted(self.horizons, np.arange(1, H + 1), side="right") - 1
+        ahead = np.arange(1, H + 1) if ahead is None else np.asarray(ahead)
+        bucket = np.searchsorted(self.horizons, ahead, side="right") - 1
         ab = self._var_ab[bucket]
         scale = np.sqrt(np.maximum(ab[:, 0] + ab[:, 1] * xhat, 0.0))  # H: std of the error (tuples/s)
         with np.errstate(invalid="ignore", divide="ignore"):

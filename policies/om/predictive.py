@@ -62,7 +62,14 @@ CLIP_SIGMAS = 3.0  # robustness to one-offs: a season moves a profile bin, an er
 JUMP_SIGMAS = 6.0  # a rate this many one-period error stds off its forecast sets the residual level at once
 INTERPOLATE = True  # the profile is linear between bin centres (False: constant per bin, sharper steps)
 ERROR_MEMORY_S = 28 * 86_400.0  # time constant (s) of the forgetting of the forecast errors counted
-HORIZON = 64  # periods planned ahead
+HORIZON = 64  # periods planned ahead in fine stages and blocks of block_steps (the near horizon)
+HORIZON_RECOUPS = (
+    2.0  # ... and beyond, in blocks doubling in length, until this many recoup periods (the periods
+)
+#                        in which one unit of speed's resource cost repays a reconfiguration; module doc); 0 = none
+REACTION_PERIODS = (
+    1  # the plan reads the forecast-error distribution of min(h, this) periods ahead (module doc)
+)
 TAIL_PERIODS = 0  # beyond the horizon, the last period's cost is counted this many more periods (0 = W_S = 0)
 FINE_STEPS = 8  # the first stages are one period each ...
 BLOCK_STEPS = 8  # ... the rest blocks of this many periods (one action per block)
@@ -92,6 +99,8 @@ class Predictive(Policy):
         "clip_sigmas": CLIP_SIGMAS,
         "jump_sigmas": JUMP_SIGMAS,
         "horizon": HORIZON,
+        "horizon_recoups": HORIZON_RECOUPS,
+        "reaction_periods": REACTION_PERIODS,
         "tail_periods": TAIL_PERIODS,
         "fine_steps": FINE_STEPS,
         "block_steps": BLOCK_STEPS,
@@ -114,6 +123,7 @@ class Predictive(Policy):
             "replan_every",
             "max_mixed_types",
             "theta_samples",
+            "reaction_periods",
         ):
             if params[key] < 1:
                 raise ValueError(f"params.{key}: must be >= 1 periods, got {params[key]}")
@@ -130,6 +140,8 @@ class Predictive(Policy):
                 raise ValueError(f"params.{key}: must be >= 0, got {params[key]}")
         if params["replan_sigmas"] <= 0:
             raise ValueError(f"params.replan_sigmas: must be > 0, got {params['replan_sigmas']}")
+        if not params["horizon_recoups"] >= 0:
+            raise ValueError(f"params.horizon_recoups: must be >= 0, got {params['horizon_recoups']}")
         if params["tail_periods"] < 0:
             raise ValueError(f"params.tail_periods: must be >= 0 periods, got {params['tail_periods']}")
         if params["min_history_s"] < 0:
@@ -167,8 +179,6 @@ class Predictive(Policy):
             if self.spec.n_res > p["max_mixed_types"]
             else self.inner.space
         )
-        H, F, B = p["horizon"], p["fine_steps"], p["block_steps"]
-        self.edges = np.array(sorted({*range(F + 1), *range(F, H, B), H}))  # stage boundaries (periods)
         self._build_tables()
         self._drop_plan()
         self._note: dict[str, Any] | None = None
@@ -185,6 +195,20 @@ class Predictive(Policy):
         self._rcf_t = np.ascontiguousarray(self._rcf.T)
         self._res = (self.spec.weights.res / float(self.spec.c_max)) * space.price
         self._key = [self.spec.weights.perf, self.spec.weights.res, rcf, self.spec.r_max_s]
+        self._build_stages()
+
+    def _build_stages(self) -> None:
+        """The plan's horizon, stage boundaries and the periods whose exceedance is evaluated (of the weights)."""
+        p = self.params
+        H, F, B = p["horizon"], p["fine_steps"], p["block_steps"]
+        longest = math.ceil(max(p["day_s"], p["week_s"]) / p["period_s"])  # the forecaster's longest season
+        far = min(p["horizon_recoups"] * recoup_periods(self.spec), longest)
+        self.horizon = max(H, math.ceil(far))  # periods planned ahead in all
+        self.edges = stage_edges(self.horizon, F, B, H)  # stage boundaries (periods)
+        self.points, self.weights, self.point_stage = stage_points(self.edges, B)
+        # the error distribution each evaluated period reads: a controller that replans on a surprise reacts within
+        # reaction_periods, so a farther error is not a risk the plan must carry now
+        self.ahead = np.minimum(self.points + 1, p["reaction_periods"])
 
     def _drop_plan(self) -> None:
         self.plan_t = -1  # self.t when the plan was made
@@ -289,12 +313,15 @@ class Predictive(Policy):
 
     def _plan(self, thr: np.ndarray) -> None:
         """Solve the horizon DP for the current forecast; keep the stage decisions and ``W_0``."""
-        H = self.params["horizon"]
-        xhat = self.fc.forecast(H)
+        xhat = self.fc.forecast(self.horizon)
         samples = self._threshold_samples(thr)  # C x Q
-        p = self.fc.exceedance(xhat, samples.reshape(-1)).reshape(H, *samples.shape).mean(axis=2)  # H x C
+        n = len(self.points)
+        p = self.fc.exceedance(xhat[self.points], samples.reshape(-1), self.ahead)
+        p = p.reshape(n, *samples.shape).mean(axis=2)  # points x C
         e = self.edges
-        stage_p = np.add.reduceat(p, e[:-1], axis=0)  # S x C
+        stage_p = np.add.reduceat(
+            p * self.weights[:, None], np.searchsorted(self.point_stage, np.arange(len(e) - 1))
+        )
         lengths = np.diff(e).astype(float)
         space = self.space
         cost = self.spec.weights.perf * stage_p[:, space.cls] + lengths[:, None] * self._res[None, :]
@@ -317,7 +344,7 @@ class Predictive(Policy):
         self.plan_t = self.t
         self.plan_dec = dec
         self.plan_w0 = w
-        self.plan_xhat = xhat
+        self.plan_xhat = xhat[: self.params["replan_every"]]
         self.plan_thr = thr.copy()
         self._note = {
             "source": f"{ {'day': 'daily', 'week': 'weekly'}.get(self.fc.source(), 'no') } profile + residual level",
@@ -367,3 +394,39 @@ class Predictive(Policy):
         self.plan_thr = arrays["plan_thr"].copy()
         self._violated = bool(meta["violated"])
         self._note = meta["note"]
+
+
+def recoup_periods(spec: OperatorSpec) -> float:
+    """Periods in which the resource cost of one unit of speed (a speedup-1 node at the median price per speedup
+    of the node types) repays one reconfiguration: ``w_rcf C_max / (w_res price_per_speedup)``; 0 when nothing
+    is repaid (no resource weight or free nodes)."""
+    w = spec.weights
+    unit = float(np.median(np.asarray(spec.prices, dtype=float) / np.asarray(spec.speedups, dtype=float)))
+    if w.res <= 0 or unit <= 0:
+        return 0.0
+    return w.rcf * float(spec.c_max) / (w.res * unit)
+
+
+def stage_edges(horizon: int, fine: int, block: int, near: int) -> np.ndarray:
+    """Stage boundaries (periods from now): ``fine`` one-period stages, blocks of ``block`` periods up to ``near``,
+    then blocks doubling in length, the last one cut at ``horizon``."""
+    edges = {*range(fine + 1), *range(fine, min(near, horizon), block), min(near, horizon)}
+    pos, size = min(near, horizon), 2 * block
+    while pos < horizon:
+        pos = min(pos + size, horizon)
+        edges.add(pos)
+        size *= 2
+    return np.array(sorted(edges))
+
+
+def stage_points(edges: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The periods (from now, 0 = the next) whose violation probability a plan evaluates, their weights (periods
+    each stands for) and their stages: every period of a stage of at most ``block`` periods, else ``block``
+    evenly spaced ones (the forecast is smooth at that scale: the profile is interpolated between bins)."""
+    points, weights, stage = [], [], []
+    for s, (a, b) in enumerate(zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True)):
+        n = min(b - a, block)
+        points += [a + math.floor((j + 0.5) * (b - a) / n) for j in range(n)]
+        weights += [(b - a) / n] * n
+        stage += [s] * n
+    return np.array(points), np.array(weights), np.array(stage)
