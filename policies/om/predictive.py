@@ -21,15 +21,24 @@ rate path, minimising paper 001's weighted cost::
     W_s(d) = sum_{h in stage s} [ w_perf P(x[t+h] > theta(class(d))) + w_res price(d) / C_max ]
              + min_a [ w_rcf 1[a != 0] + W_{s+1}(d + a) ],          W_S = 0
 
-``P`` reads the forecaster's error distribution at horizon ``h``. The first ``fine_steps`` stages are one
-period each; the rest of the horizon is cut in blocks of ``block_steps`` periods (one action per block): the far
-future only has to say whether a change now will pay for itself. The first action is executed (one replica per
-period, the papers' action set). The plan's per-stage decisions are kept and followed for ``replan_every``
+``P`` reads the forecaster's error distribution ``min(h, reaction_periods)`` periods ahead (closed loop: the
+plan is made again on every surprise, so a controller reacts to a rate it did not foresee within
+``reaction_periods``; the open-loop ``h``-step tails -- which hold every unforeseen step of the error memory 64
+times at 64 periods ahead -- made the plan carry a spare replica on infrastructure B, where a violation costs as
+much as ~900 periods of a replica). The first ``fine_steps`` stages are one period each; the rest of the near
+``horizon`` is cut in blocks of ``block_steps`` periods (one action per block), and beyond it blocks double in
+length until ``horizon_recoups`` *recoup periods* (:func:`recoup_periods`: the periods in which one unit of speed's
+resource cost repays a reconfiguration, ``w_rcf C_max / (w_res price per speedup)``; 20 on infrastructure A with
+K_max 10, 300 on B with K_max 10, 600 with K_max 20) or the forecaster's longest season: the far future only has
+to say whether a change now will pay for itself, and on B a 64-period plan never saw the way back from a flash
+crowd's deployment pay. Blocks longer than ``block_steps`` periods are evaluated at ``block_steps`` evenly spaced
+periods (:func:`stage_points`). The first action is executed (one replica per period, the papers' action set). The plan's per-stage decisions are kept and followed for ``replan_every``
 periods, or until the learned bounds change, the operator violates, or the rate leaves the band of the plan's
 forecast (``replan_sigmas`` standard deviations of the one-period error).
 
 Cost: one plan is ``S`` vectorised backups over the deployments mixing at most ``max_mixed_types`` node types
-(S = fine_steps + (horizon - fine_steps) / block_steps stages, 15 by default); see docs/benchmarks.md
+(S = fine_steps + (horizon - fine_steps) / block_steps stages, 15 by default, plus the doubling blocks beyond
+the near horizon: 19 on infrastructure B with K_max 10, 20 with K_max 20); see docs/benchmarks.md
 (``predictive`` section) for the whole-trace CPU time, memory and quality against the clairvoyant bound.
 
 Limits: plans only with the ``threshold`` violation model (round robin + worst replica; otherwise it is

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from policies.base import Observation
-from policies.om.predictive import Predictive
+from policies.bench_predictive import flash_shape, noisy, step_shape
+from policies.om.predictive import Predictive, recoup_periods, stage_edges, stage_points
 from policies.paths import SHIPPED_TRACES_DIR
 from policies.seasonal import SeasonalForecaster, variance_line
 from policies.sim.operator import run_operator
@@ -144,10 +145,79 @@ def test_explanation_carries_the_forecast():
     assert prop.explanation["alternatives"]
 
 
-@pytest.mark.parametrize("field", ["horizon", "replan_every", "block_steps"])
+def _type0_replicas_needed(policy: Predictive, rates: np.ndarray) -> int:
+    """Type-0 replicas whose learned per-replica bound (the lower end of its bracket) carries every rate."""
+    rank = int(
+        policy.inner._class_rank[policy.inner.space.cls[policy.inner.space.lookup(np.array([1, 0, 0]))]]
+    )
+    return int(np.ceil(rates.max() / policy.inner.thr_lo[rank]))
+
+
+def test_one_unforeseen_step_does_not_make_the_plan_hold_a_spare_replica_on_b():
+    """Infrastructure B (a violation costs ~900 periods of a type-0 replica): after a step the plan holds what the
+    rates need, not one replica more. Planning on the h-step error tails (open loop: ``reaction_periods`` =
+    the whole counted horizon), the step's own errors at 64 periods ahead made a spare replica look worth it."""
+    spec = paper_spec("B", 3, 10)
+    trace = noisy(step_shape(), 0)
+    late = slice(2 * len(trace) // 3, None)  # a day and more after the step
+    held = {}
+    for reaction in (1, 64):
+        policy = Predictive(spec, {"reaction_periods": reaction})
+        res = run_operator(trace, policy, spec=spec)
+        need = _type0_replicas_needed(policy, trace[late])
+        held[reaction] = np.mean(res.replicas[late] > need)
+        assert res.deployment[late][:, 1:].sum() == 0  # type 0 only: the others cost more per tuple/s here
+    assert held[1] < 0.05, held
+    assert held[64] > 0.5, held  # the open-loop plan: the spare replica most of the time
+
+
+def test_the_plan_leaves_a_flash_crowds_deployment_once_the_savings_repay_the_moves_on_b():
+    """Infrastructure B, K_max 10: one type-0 replica's resource cost repays a reconfiguration in 300 periods; a
+    64-period plan never sees the 4 removals back from a flash crowd's 6 replicas pay for themselves and held
+    6 replicas for the rest of the run. The horizon reaching ``horizon_recoups`` recoup periods leaves them."""
+    spec = paper_spec("B", 3, 10)
+    assert recoup_periods(spec) == pytest.approx(0.2 * spec.c_max / 0.2)
+    trace = noisy(flash_shape(), 0)
+    after = slice(len(trace) // 2 + 15 + 300, None)  # from one recoup time after the flash crowd on
+    mean = {}
+    for recoups in (2.0, 0.0):
+        policy = Predictive(spec, {"horizon_recoups": recoups})
+        res = run_operator(trace, policy, spec=spec)
+        need = _type0_replicas_needed(policy, trace[after])
+        assert res.replicas[len(trace) // 2 + 5] >= 6  # it carried the flash crowd
+        mean[recoups] = res.replicas[after].mean() - need
+    assert mean[2.0] < 0.1, mean
+    assert mean[0.0] > 2.0, mean  # without the far horizon: the flash crowd's replicas kept
+
+
+def test_stages_cover_the_horizon_and_their_points_weigh_each_period_once():
+    edges = stage_edges(600, 8, 8, 64)
+    assert edges[0] == 0 and edges[-1] == 600
+    assert np.all(np.diff(edges)[:8] == 1) and np.all(np.diff(edges)[8:15] == 8)
+    assert np.all(np.diff(edges)[15:-1] == 16 * 2 ** np.arange(len(edges) - 17))  # doubling, the last one cut
+    points, weights, stage = stage_points(edges, 8)
+    for s in range(len(edges) - 1):
+        assert weights[stage == s].sum() == pytest.approx(edges[s + 1] - edges[s])
+        assert np.all((points[stage == s] >= edges[s]) & (points[stage == s] < edges[s + 1]))
+    assert len(points) < 200  # the exceedance of a 600-period plan is evaluated at far fewer periods
+    # near horizon beyond the plan's: the papers' fixed blocks only
+    assert stage_edges(64, 8, 8, 64).tolist() == [*range(9), 16, 24, 32, 40, 48, 56, 64]
+
+
+def test_the_far_horizon_follows_the_weights_and_prices():
+    a, b = paper_spec("A", 3, 10), paper_spec("B", 3, 20)
+    # A: a replica repays a reconfiguration in 20 periods, inside the near horizon; B K20: in 600
+    assert Predictive(a).horizon == 64
+    assert Predictive(b).horizon == 1200
+    assert Predictive(b, {"horizon_recoups": 0.0}).horizon == 64
+
+
+@pytest.mark.parametrize("field", ["horizon", "replan_every", "block_steps", "reaction_periods"])
 def test_bad_parameters_name_the_field(field):
     with pytest.raises(ValueError, match=f"params.{field}"):
         Predictive(paper_spec("A", 3, 10), {field: 0})
+    with pytest.raises(ValueError, match="params.horizon_recoups"):
+        Predictive(paper_spec("A", 3, 10), {"horizon_recoups": -1.0})
 
 
 def test_beats_model_based_on_three_weeks_of_taxi():
