@@ -42,8 +42,12 @@ the near horizon: 19 on infrastructure B with K_max 10, 20 with K_max 20); see d
 (``predictive`` section) for the whole-trace CPU time, memory and quality against the clairvoyant bound.
 
 Limits: plans only with the ``threshold`` violation model (round robin + worst replica; otherwise it is
-``model-based``); the action set is the papers' (one replica per period, no multi-replica step); the AM's budget
-is not part of the plan (a denied proposal is learned as a no-op, as for every policy).
+``model-based``); the action set is the papers' (one replica per period) unless ``multi_step`` (off by default:
+the clairvoyant bound of the paper tables is over the papers' action set), which adds to every stage a
+multi-replica step (:data:`policies.base.JUMP`) to the best deployment of the next stage at one reconfiguration
+(a flash crowd is met after one violating period instead of one per missing replica, and left in one step;
+measured in docs/benchmarks.md: it also hops between node types of about equal value after a step on A); the
+AM's budget is not part of the plan (a denied proposal is learned as a no-op, as for every policy).
 """
 
 from __future__ import annotations
@@ -53,7 +57,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from policies.base import Observation, Policy
+from policies.base import JUMP, Observation, Policy
 from policies.model import OperatorSpec
 from policies.om import mdp
 from policies.om.model_based import ModelBased, outside_space_action
@@ -87,7 +91,13 @@ THETA_SAMPLES = 4  # the per-replica bound is planned as uniform over its learne
 MAX_MIXED_TYPES = 2
 REPLAN_EVERY = 8  # periods a plan is followed at most
 REPLAN_SIGMAS = 2.0  # replan when the rate leaves the plan's forecast by this many one-period error stds
+#: a multi-replica step is taken only when it beats every one-replica action by more than this (a numerical
+#: tolerance on the plan's values, not a model setting)
+STEP_MARGIN = 1e-12
 MIN_HISTORY_S = 86_400.0  # forecaster history (s) before planning on it; model-based before
+MULTI_STEP = (
+    False  # may reconfigure to any deployment in one step (beyond the papers' action set; module doc)
+)
 
 
 class Predictive(Policy):
@@ -118,6 +128,7 @@ class Predictive(Policy):
         "replan_every": REPLAN_EVERY,
         "replan_sigmas": REPLAN_SIGMAS,
         "min_history_s": MIN_HISTORY_S,
+        "multi_step": MULTI_STEP,
     }
 
     @classmethod
@@ -153,6 +164,8 @@ class Predictive(Policy):
             raise ValueError(f"params.horizon_recoups: must be >= 0, got {params['horizon_recoups']}")
         if params["tail_periods"] < 0:
             raise ValueError(f"params.tail_periods: must be >= 0 periods, got {params['tail_periods']}")
+        if not isinstance(params["multi_step"], bool):
+            raise ValueError(f"params.multi_step: must be true or false, got {params['multi_step']!r}")
         if params["min_history_s"] < 0:
             raise ValueError(f"params.min_history_s: must be >= 0 seconds, got {params['min_history_s']}")
 
@@ -221,7 +234,8 @@ class Predictive(Policy):
 
     def _drop_plan(self) -> None:
         self.plan_t = -1  # self.t when the plan was made
-        self.plan_dec = np.zeros((0, self.space.size), dtype=np.int8)  # stage-end decisions
+        self.plan_dec = np.zeros((0, self.space.size), dtype=np.int8)  # stage-end decisions (JUMP: a step)
+        self.plan_jump = np.zeros(0, dtype=np.int64)  # per stage end: the deployment a step goes to
         self.plan_w0 = np.zeros(0)  # W_0 per deployment
         self.plan_xhat = np.zeros(0)  # the forecast planned on (tuples/s)
         self.plan_thr = np.zeros(0)  # the per-class bounds planned on (tuples/s)
@@ -305,11 +319,22 @@ class Predictive(Policy):
             j = 0
         if j == 0:
             q = self.plan_w0[self._succ[d]] + self._rcf[d]
-            return int(np.argmin(q)), {}
+            a = int(np.argmin(q))
+            if self.params["multi_step"]:
+                target = int(np.argmin(self.plan_w0))
+                if self.spec.weights.rcf + self.plan_w0[target] < q[a] - STEP_MARGIN:
+                    return self._step_to(target), {}
+            return a, {}
         stage_end = np.flatnonzero(self.edges[1:] == j)
         if stage_end.size == 0 or stage_end[0] >= len(self.plan_dec):
             return 0, {}  # inside a block: hold
-        return int(self.plan_dec[stage_end[0], d]), {}
+        a = int(self.plan_dec[stage_end[0], d])
+        return (self._step_to(int(self.plan_jump[stage_end[0]])) if a == JUMP else a), {}
+
+    def _step_to(self, target: int) -> int:
+        """A multi-replica step to deployment ``target`` of the plan's space."""
+        self._jump = self.space.deployments[target].astype(np.int64)
+        return JUMP
 
     def _must_replan(self, j: int, rate: float, thr: np.ndarray) -> bool:
         if self.plan_t < 0 or j >= min(self.params["replan_every"], len(self.plan_xhat)) or self._violated:
@@ -337,6 +362,8 @@ class Predictive(Policy):
         S = len(lengths)
         n_dec = min(S, self.params["replan_every"] + 1)  # stage decisions a plan can be asked for
         dec = np.zeros((n_dec, space.size), dtype=np.int8)
+        jump = np.zeros(n_dec, dtype=np.int64)
+        multi = self.params["multi_step"]
         # terminal value: the last period's cost held for tail_periods more (0: nothing beyond the horizon)
         w = self.params["tail_periods"] * (self.spec.weights.perf * p[-1, space.cls] + self._res)
         succ, rcf = self._succ_t, self._rcf_t
@@ -346,12 +373,23 @@ class Predictive(Policy):
             q += rcf
             if s < n_dec:
                 a = np.argmin(q, axis=0)
+                best = q[a, cols]
+                if multi:  # a step to the best deployment of the next stage, at one reconfiguration
+                    jump[s] = int(np.argmin(w))
+                    step = self.spec.weights.rcf + w[jump[s]]
+                    use = step < best - STEP_MARGIN
+                    a = np.where(use, JUMP, a)
+                    best = np.where(use, step, best)
                 dec[s] = a
-                w = cost[s] + q[a, cols]
+                w = cost[s] + best
             else:
-                w = cost[s] + q.min(axis=0)
+                best = q.min(axis=0)
+                if multi:
+                    best = np.minimum(best, self.spec.weights.rcf + w.min())
+                w = cost[s] + best
         self.plan_t = self.t
         self.plan_dec = dec
+        self.plan_jump = jump
         self.plan_w0 = w
         self.plan_xhat = xhat[: self.params["replan_every"]]
         self.plan_thr = thr.copy()
@@ -385,6 +423,7 @@ class Predictive(Policy):
             **arrays,
             "inner": np.frombuffer(self.inner.state_bytes(), dtype=np.uint8),
             "plan_dec": self.plan_dec,
+            "plan_jump": self.plan_jump,
             "plan_w0": self.plan_w0,
             "plan_xhat": self.plan_xhat,
             "plan_thr": self.plan_thr,
@@ -398,6 +437,7 @@ class Predictive(Policy):
         self._build_tables()
         self.plan_t = int(meta["plan_t"])
         self.plan_dec = arrays["plan_dec"].copy()
+        self.plan_jump = arrays["plan_jump"].copy() if "plan_jump" in arrays else np.zeros(0, dtype=np.int64)
         self.plan_w0 = arrays["plan_w0"].copy()
         self.plan_xhat = arrays["plan_xhat"].copy()
         self.plan_thr = arrays["plan_thr"].copy()

@@ -111,10 +111,11 @@ def test_mpc_scales_out_before_a_learned_rise_and_model_based_does_not():
     assert rp.cost[5 * DAY :].mean() < 0.8 * rm.cost[5 * DAY :].mean()
 
 
-def test_state_round_trip_continues_identically():
+@pytest.mark.parametrize("multi_step", [False, True])
+def test_state_round_trip_continues_identically(multi_step):
     spec = paper_spec("A", 3, 10)
     trace = _daily(4, 80.0, 380.0, rise=50, fall=90) + np.tile(np.arange(DAY) % 7, 4)
-    policy = Predictive(spec, SHORT)
+    policy = Predictive(spec, {**SHORT, "multi_step": multi_step})
     k = np.array([1, 0, 0])
     split = 2 * DAY + 55
     for rate in trace[:split]:
@@ -188,6 +189,21 @@ def test_the_plan_leaves_a_flash_crowds_deployment_once_the_savings_repay_the_mo
         mean[recoups] = res.replicas[after].mean() - need
     assert mean[2.0] < 0.1, mean
     assert mean[0.0] > 2.0, mean  # without the far horizon: the flash crowd's replicas kept
+
+
+def test_multi_step_carries_a_flash_crowd_in_one_reconfiguration_and_leaves_it_in_one():
+    """With ``multi_step`` the plan may step to any deployment at one reconfiguration: it meets a flash crowd it
+    did not foresee after one violating period (the papers' one replica per period: four) and goes back in one."""
+    spec = paper_spec("B", 3, 10)
+    trace = noisy(flash_shape(), 0)
+    start = len(trace) // 2
+    runs = {m: run_operator(trace, Predictive(spec, {"multi_step": m}), spec=spec) for m in (True, False)}
+    flash = slice(start, start + 15)
+    assert runs[True].violation[flash].sum() == 1
+    assert runs[False].violation[flash].sum() >= 4
+    around = slice(start - 5, start + 15 + 60)
+    assert runs[True].reconfiguration[around].sum() == 2  # one step out, one back
+    assert runs[True].summary()["avg_cost"] < runs[False].summary()["avg_cost"]
 
 
 def test_stages_cover_the_horizon_and_their_points_weigh_each_period_once():
