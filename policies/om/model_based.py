@@ -156,6 +156,9 @@ CAPACITY_BOUND = False  # bound theta by the capacity measured from utilisation 
 MULTI_STEP = False  # may reconfigure to any deployment in one step (beyond the papers; see the module doc)
 TREND_PERIODS = 0  # rises in a row that make a trend to plan ahead on (policies.forecast); 0 = off
 ENGINE_MODEL = "auto"  # plan on a micro-batch engine model when batches are measured (module doc); "off"
+SPEED_SCALING = (
+    False  # brackets of theta carried across speeds in proportion to the speed (speed_scaled_brackets)
+)
 CAPACITY_MIN_UTILISATION = 0.3  # utilisation below which x / u is too uncertain to bound theta
 CAPACITY_FIT_MIN_PERIODS = 3  # periods before the line u = a + b x is trusted
 CAPACITY_FIT_MIN_SPREAD = 0.2  # ... and their rates x spread by this fraction of the mean (std / mean)
@@ -189,6 +192,7 @@ class ModelBased(Policy):
         "multi_step": MULTI_STEP,
         "trend_periods": TREND_PERIODS,
         "engine_model": ENGINE_MODEL,
+        "speed_scaling": SPEED_SCALING,
     }
 
     @classmethod
@@ -214,6 +218,8 @@ class ModelBased(Policy):
             raise ValueError(
                 f"params.capacity_bound: must be true or false, got {params['capacity_bound']!r}"
             )
+        if not isinstance(params["speed_scaling"], bool):
+            raise ValueError(f"params.speed_scaling: must be true or false, got {params['speed_scaling']!r}")
         if params["engine_model"] not in ("auto", "off"):
             raise ValueError(f"params.engine_model: must be auto or off, got {params['engine_model']!r}")
         if params["sweeps_per_update"] < 1:
@@ -285,7 +291,8 @@ class ModelBased(Policy):
         if self._thresholds is None:
             self._thresholds = self._engine_thresholds()
             if self._thresholds is None:
-                theta = per_replica_bounds(self.thr_lo, self._upper_bounds(), self._queueing_guess())
+                lo, hi = self.brackets()
+                theta = per_replica_bounds(lo, hi, self._queueing_guess())
                 self._thresholds = self.space.class_n * theta[self._class_rank]
             self._dirty_levels[:] = True
         cols = np.flatnonzero(self._dirty_levels)
@@ -296,6 +303,14 @@ class ModelBased(Policy):
         if not np.array_equal(new, self.v_hat[:, cols]):
             self.v_hat[:, cols] = new
             self._cost = None
+
+    def brackets(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per speed rank, the bracket ``[lo, hi)`` (tuples/s) of the per-replica bound theta learned so far; with
+        ``speed_scaling``, carried across speeds in proportion to the speed (:func:`speed_scaled_brackets`)."""
+        lo, hi = self.thr_lo, self._upper_bounds()
+        if self.params["speed_scaling"]:
+            lo, hi = speed_scaled_brackets(lo, hi, np.unique(self.spec.speedups))
+        return lo, hi
 
     def _upper_bounds(self) -> np.ndarray:
         """Upper ends of the theta brackets: violations, and measured capacities that no period without
@@ -941,6 +956,23 @@ def per_replica_bounds(lo: np.ndarray, hi: np.ndarray, guess: np.ndarray | None 
             guess = np.maximum.accumulate(np.asarray(guess, dtype=float))
             mid = np.where(np.isfinite(guess) & (guess > lo_eff) & (guess < hi_eff), guess, mid)
     return np.where(np.isinf(hi_eff), np.inf, np.where(lo_eff >= hi_eff, hi_eff, mid))
+
+
+def speed_scaled_brackets(
+    lo: np.ndarray, hi: np.ndarray, speeds: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The brackets ``[lo, hi)`` of theta (tuples/s) per speed rank (ascending ``speeds``), tightened by the
+    definition of a speedup: a replica of speed ``s`` serves like the reference one with every service time divided
+    by ``s``, so its response time at per-replica rate ``x`` is ``R_1(x / s) / s`` and ``theta_s = s theta_1(s
+    R_max)``. ``theta_s / s`` is then non-decreasing in ``s`` (a faster replica meets the bound at a higher
+    utilisation): a slower speed carries at most its share ``s' / s`` of a faster one's upper end, a faster speed
+    at least its multiple of a slower one's lower end. Without it the learner only knew ``theta`` monotone in
+    speed and tried a type twenty times slower, as optimistically as an unseen one, until it violated."""
+    speeds = np.asarray(speeds, dtype=float)
+    with np.errstate(invalid="ignore"):
+        hi_s = np.minimum.accumulate((hi / speeds)[::-1])[::-1] * speeds
+        lo_s = np.maximum.accumulate(lo / speeds) * speeds
+    return np.maximum(lo, lo_s), np.minimum(hi, hi_s)
 
 
 def capacity_estimates(cap_stats: np.ndarray) -> np.ndarray:

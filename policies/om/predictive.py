@@ -95,9 +95,12 @@ REPLAN_SIGMAS = 2.0  # replan when the rate leaves the plan's forecast by this m
 #: tolerance on the plan's values, not a model setting)
 STEP_MARGIN = 1e-12
 MIN_HISTORY_S = 86_400.0  # forecaster history (s) before planning on it; model-based before
-MULTI_STEP = (
-    False  # may reconfigure to any deployment in one step (beyond the papers' action set; module doc)
-)
+#: may reconfigure to any deployment in one step (beyond the papers' action set; module doc)
+MULTI_STEP = False
+#: the per-replica bounds carried across node types in proportion to their speedups (a replica of speedup s serves
+#: like the reference one with service times / s; model_based's speed_scaled_brackets): no type is tried
+#: optimistically that a known one already rules out
+SPEED_SCALING = True
 
 
 class Predictive(Policy):
@@ -129,6 +132,7 @@ class Predictive(Policy):
         "replan_sigmas": REPLAN_SIGMAS,
         "min_history_s": MIN_HISTORY_S,
         "multi_step": MULTI_STEP,
+        "speed_scaling": SPEED_SCALING,
     }
 
     @classmethod
@@ -164,6 +168,8 @@ class Predictive(Policy):
             raise ValueError(f"params.horizon_recoups: must be >= 0, got {params['horizon_recoups']}")
         if params["tail_periods"] < 0:
             raise ValueError(f"params.tail_periods: must be >= 0 periods, got {params['tail_periods']}")
+        if not isinstance(params["speed_scaling"], bool):
+            raise ValueError(f"params.speed_scaling: must be true or false, got {params['speed_scaling']!r}")
         if not isinstance(params["multi_step"], bool):
             raise ValueError(f"params.multi_step: must be true or false, got {params['multi_step']!r}")
         if params["min_history_s"] < 0:
@@ -181,7 +187,14 @@ class Predictive(Policy):
         # fallback's)
         warm = max(self.min_history, 1)
         self.inner = ModelBased(
-            self.spec, {"warmup_steps": warm, "sweep_every": warm, "local_radius": 0}, self.seed
+            self.spec,
+            {
+                "warmup_steps": warm,
+                "sweep_every": warm,
+                "local_radius": 0,
+                "speed_scaling": p["speed_scaling"],
+            },
+            self.seed,
         )
         self.fc = SeasonalForecaster(
             p["period_s"],
@@ -284,8 +297,9 @@ class Predictive(Policy):
         learns by violating); ``thr`` (the inner's estimate) where no violation bounds it (``inf``: optimism, as
         model-based) or the bracket is empty."""
         inner = self.inner
-        lo = np.maximum.accumulate(inner.thr_lo)
-        hi = np.minimum.accumulate(inner.thr_hi[::-1])[::-1]
+        lo, hi = inner.brackets()
+        lo = np.maximum.accumulate(lo)
+        hi = np.minimum.accumulate(hi[::-1])[::-1]
         rank, n = inner._class_rank, inner.space.class_n
         lo_c, hi_c = n * lo[rank], n * hi[rank]
         use = np.isfinite(hi_c) & (lo_c < hi_c)
