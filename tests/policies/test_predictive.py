@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from policies.base import Observation
-from policies.bench_predictive import flash_shape, noisy, step_shape
+from policies.bench_predictive import flash_shape, noisy, step_shape, weekly_shape
+from policies.om.model_based import speed_scaled_brackets
 from policies.om.predictive import Predictive, recoup_periods, stage_edges, stage_points
 from policies.paths import SHIPPED_TRACES_DIR
 from policies.seasonal import SeasonalForecaster, variance_line
@@ -204,6 +205,47 @@ def test_multi_step_carries_a_flash_crowd_in_one_reconfiguration_and_leaves_it_i
     around = slice(start - 5, start + 15 + 60)
     assert runs[True].reconfiguration[around].sum() == 2  # one step out, one back
     assert runs[True].summary()["avg_cost"] < runs[False].summary()["avg_cost"]
+
+
+def test_speed_scaled_brackets_follow_the_definition_of_a_speedup():
+    speeds = np.array([0.05, 1.0, 30.0])
+    lo, hi = speed_scaled_brackets(np.array([0.0, 163.0, 0.0]), np.array([np.inf, 165.0, np.inf]), speeds)
+    # a replica 20 times slower carries at most a twentieth; one 30 times faster at least 30 times as much
+    assert hi[0] == pytest.approx(165.0 * 0.05) and lo[2] == pytest.approx(163.0 * 30.0)
+    assert lo[0] == 0.0 and np.isinf(hi[2])
+    assert (lo[1], hi[1]) == (163.0, 165.0)
+    # and it agrees with the simulator's queue: the true bounds of every speed lie in the brackets
+    spec = paper_spec("B", 3, 10)
+    true = np.array([_true_theta(spec, s) for s in speeds])
+    lo, hi = speed_scaled_brackets(
+        np.array([0.0, 0.99 * true[1], 0.0]), np.array([np.inf, 1.01 * true[1], np.inf]), speeds
+    )
+    assert np.all(lo <= true) and np.all(true < hi)
+
+
+def _true_theta(spec, speed: float) -> float:
+    """The per-replica rate (tuples/s) at which the spec's M/G/1 replica of ``speed`` reaches R_max (bisection)."""
+    one, speeds = np.array([1]), np.array([speed])
+    lo, hi = 0.0, speed / spec.model.service_mean_s
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if spec.model.response_time(one, speeds, mid) <= spec.r_max_s else (lo, mid)
+    return lo
+
+
+def test_speed_scaling_spares_the_violations_of_trying_a_type_twenty_times_slower_on_b():
+    """Infrastructure B's type 1 (speedup 0.05, price 0.05) cannot meet the bound at any rate the operator sees;
+    without speed scaling the learner tried it as optimistically as an unseen type and violated for ~20 periods
+    at the start of a run. With it the first violations of type 0 rule type 1 out."""
+    spec = paper_spec("B", 3, 10)
+    trace = noisy(weekly_shape(1), 0)[: 2 * 1440]
+    violations = {}
+    for scaled in (True, False):
+        res = run_operator(trace, Predictive(spec, {"speed_scaling": scaled}), spec=spec)
+        violations[scaled] = int(res.violation.sum())
+        if scaled:
+            assert res.deployment[60:, 1].sum() == 0  # type 1 never held after the first hour
+    assert violations[True] <= 5 and violations[False] >= 3 * violations[True], violations
 
 
 def test_stages_cover_the_horizon_and_their_points_weigh_each_period_once():
