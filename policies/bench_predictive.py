@@ -1,7 +1,8 @@
 """Benchmark of the ``predictive`` OM policy against every online policy and the clairvoyant bound on the shipped
 short trace and on synthetic step, flash-crowd and weekly traces (issue 24, item 3).
 
-    python -m policies.bench_predictive [--infra A,B] [--k-max 10,20] [--seed 0] [--output FILE]
+    python -m policies.bench_predictive [--infra A,B] [--k-max 10,20] [--seed 0] [--predictive-params JSON]
+        [--output FILE]
 
 Synthetic traces (one rate per 60-s period, tuples/s, count-like noise: each rate is a Poisson draw of the
 shape's value, as in the Taxi trace whose error variance grows with the rate):
@@ -19,6 +20,7 @@ same run. Pure Python (no Django).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from typing import Any
@@ -64,7 +66,10 @@ def noisy(shape: np.ndarray, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).poisson(shape).astype(float)
 
 
-def run(trace: np.ndarray, name: str, infra: str, k_max: int) -> dict[str, Any]:
+def run(
+    trace: np.ndarray, name: str, infra: str, k_max: int, overrides: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """One paper-mode run of policy ``name`` (``overrides``: parameters over its registry defaults)."""
     spec = paper_spec(infra, 3, k_max)
     cpu = time.process_time()
     if name == "clairvoyant":
@@ -72,7 +77,7 @@ def run(trace: np.ndarray, name: str, infra: str, k_max: int) -> dict[str, Any]:
         pol.set_trace(trace)
     else:
         cls, params = resolve_om(name)
-        pol = cls(spec, params, 0)
+        pol = cls(spec, {**params, **(overrides or {})}, 0)
     res = run_operator(trace, pol, spec=spec, k0=initial_deployment(spec, pol))
     out = res.summary()
     out["cpu_s"] = time.process_time() - cpu
@@ -88,7 +93,20 @@ def main(argv: list[str]) -> int:  # pragma: no cover - a benchmark, run by hand
         "--traces", default="step,flash,weekly,taxi_last_month", help="comma-separated trace names"
     )
     ap.add_argument("--output", default="", help="also write the markdown here")
+    ap.add_argument(
+        "--predictive-params",
+        default="{}",
+        help="JSON parameters of predictive, e.g. '{\"multi_step\": true}'",
+    )
+    ap.add_argument("--policies", default=",".join(ONLINE), help="comma-separated online policies to run")
     args = ap.parse_args(argv)
+    online = tuple(args.policies.split(","))
+    try:
+        overrides = json.loads(args.predictive_params)
+        if not isinstance(overrides, dict):
+            raise ValueError("not an object")
+    except ValueError as exc:
+        ap.error(f"--predictive-params: must be a JSON object ({exc})")
     makers = {
         "step": lambda: noisy(step_shape(), args.seed),
         "flash": lambda: noisy(flash_shape(), args.seed),
@@ -106,13 +124,17 @@ def main(argv: list[str]) -> int:  # pragma: no cover - a benchmark, run by hand
             "| policy | " + " | ".join(f"{i} K{k}" for i, k in cells) + " |",
             "|---|" + "---|" * len(cells),
         ]
-        results = {(p, c): run(trace, p, *c) for p in ("clairvoyant", *ONLINE) for c in cells}
-        for p in ("clairvoyant", *ONLINE):
+        results = {
+            (p, c): run(trace, p, *c, overrides if p == "predictive" else None)
+            for p in ("clairvoyant", *online)
+            for c in cells
+        }
+        for p in ("clairvoyant", *online):
             row = []
             for c in cells:
                 r, bound = results[(p, c)], results[("clairvoyant", c)]["avg_cost"]
-                best = min(results[(q, c)]["avg_cost"] for q in ONLINE)
-                mark = "**" if p in ONLINE and r["avg_cost"] == best else ""
+                best = min(results[(q, c)]["avg_cost"] for q in online)
+                mark = "**" if p in online and r["avg_cost"] == best else ""
                 row.append(
                     f"{mark}{r['avg_cost']:.4f} ({r['avg_cost'] / bound:.2f}x, {r['violations_pct']:.2f} %){mark}"
                 )
