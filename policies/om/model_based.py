@@ -156,9 +156,8 @@ CAPACITY_BOUND = False  # bound theta by the capacity measured from utilisation 
 MULTI_STEP = False  # may reconfigure to any deployment in one step (beyond the papers; see the module doc)
 TREND_PERIODS = 0  # rises in a row that make a trend to plan ahead on (policies.forecast); 0 = off
 ENGINE_MODEL = "auto"  # plan on a micro-batch engine model when batches are measured (module doc); "off"
-SPEED_SCALING = (
-    False  # brackets of theta carried across speeds in proportion to the speed (speed_scaled_brackets)
-)
+# brackets of theta carried across speeds in proportion to the speed (speed_scaled_brackets; predictive's default)
+SPEED_SCALING = False
 CAPACITY_MIN_UTILISATION = 0.3  # utilisation below which x / u is too uncertain to bound theta
 CAPACITY_FIT_MIN_PERIODS = 3  # periods before the line u = a + b x is trusted
 CAPACITY_FIT_MIN_SPREAD = 0.2  # ... and their rates x spread by this fraction of the mean (std / mean)
