@@ -118,6 +118,8 @@ class SeasonalForecaster:
 
     def _forget_cache(self) -> None:
         self._cdf: np.ndarray | None = None  # per counted horizon: CDF of the errors (refreshed lazily)
+        self._pad_of: np.ndarray | None = None  # the CDFs _pad was padded from
+        self._pad = np.zeros((0, 0))
         self._var_ab = np.zeros((len(self.horizons), 2))  # ... and their variance lines a + b x_hat
         self._var_ab[:, 0] = np.inf  # nothing known: every gap is 0 standard deviations
         self._var_ab_list = self._var_ab.tolist()
@@ -303,13 +305,22 @@ class SeasonalForecaster:
             ]  # the standardised error must exceed it
         gap = np.nan_to_num(gap, nan=0.0, posinf=1e9, neginf=-1e9)
         idx = np.floor(gap / Z_BIN).astype(np.int64) + self.error_bins // 2
-        cdf = self._cdf[bucket]  # H x bins
-        below = np.take_along_axis(cdf, np.clip(idx, 0, self.error_bins - 1), axis=1)
-        below = np.where(idx < 0, 0.0, np.where(idx >= self.error_bins, 1.0, below))
+        # the CDFs padded with 0 below the first bin and 1 above the last: one gather, no H x bins copy
+        pad = self._cdf_padded()
+        below = pad[bucket[:, None], np.clip(idx + 1, 0, self.error_bins + 1)]
         p = 1.0 - below
         point = (xhat[:, None] > thresholds[None, :]).astype(float)
         p = np.where(np.isnan(p), point, p)
         return np.where(np.isinf(thresholds)[None, :], 0.0, p)
+
+    def _cdf_padded(self) -> np.ndarray:
+        """The error CDFs with a 0 column before and a 1 column after (cached with the CDFs they pad)."""
+        assert self._cdf is not None
+        if self._pad_of is not self._cdf:
+            n = len(self._cdf)
+            self._pad = np.hstack([np.zeros((n, 1)), self._cdf, np.ones((n, 1))])
+            self._pad_of = self._cdf
+        return self._pad
 
     def error_std(self, h: int, xhat: float) -> float:
         """Standard deviation (tuples/s) of the forecast error ``h`` periods ahead of a forecast ``xhat``
