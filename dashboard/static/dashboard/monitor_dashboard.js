@@ -130,8 +130,10 @@
     return lay;
   }
   var RT_CLIP = 3;  // the response-time axis shows at most this many times R_max
+  var SAT_AT = 1.5;  // saturated markers sit at the axis top, at least this many times R_max: above its line
   function rtTop(d) {
     var highest = d.rtMaxMs === null ? d.rMaxMs : Math.max(d.rtMaxMs, d.rMaxMs);
+    if (d.saturated && d.saturated.length) { highest = Math.max(highest, SAT_AT * d.rMaxMs); }
     return Math.min(highest, RT_CLIP * d.rMaxMs);
   }
   function hline(i, y, color) {
