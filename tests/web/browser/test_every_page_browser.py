@@ -34,7 +34,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 BASE_SLOT = 29_000_000
 #: routes that are not pages (downloads, JSON for scripts, POST-only actions)
-NOT_PAGES = (".json", ".yaml", "/state/", "/export/")
+NOT_PAGES = (".json", ".yaml", "/state/", "/export/", "/logout/")
 
 
 def page_routes() -> list[str]:
@@ -46,7 +46,9 @@ def page_routes() -> list[str]:
                 yield "/" + prefix + str(p.pattern)
 
     (app,) = [r for r in get_resolver().url_patterns if getattr(r, "namespace", None) == "dashboard"]
-    return [r for r in walk(app.url_patterns) if not r.endswith(NOT_PAGES)]
+    (accounts,) = [r for r in get_resolver().url_patterns if str(r.pattern) == "accounts/"]
+    pages = list(walk(app.url_patterns)) + list(walk(accounts.url_patterns, "accounts/"))
+    return [r for r in pages if not r.endswith(NOT_PAGES)]
 
 
 @pytest.fixture
