@@ -168,7 +168,8 @@ def too_wide(pg, width: int = PHONE["width"]) -> list[str]:
 
 def unlabelled_fields(pg) -> list[str]:
     """Names of the page's form controls (except hidden ones and row templates) without an accessible label:
-    no <label> with text, no ``aria-label`` and no ``aria-labelledby`` naming an element with text."""
+    no <label> with text, no ``aria-label``, no ``aria-labelledby`` naming an element with text, and (submit,
+    reset and button inputs) no value to show."""
     return pg.evaluate(
         """() => {
             const text = (el) => !!el && el.textContent.trim().length > 0;
@@ -176,8 +177,10 @@ def unlabelled_fields(pg) -> list[str]:
                 || (el.getAttribute('aria-label') || '').trim().length > 0
                 || (el.getAttribute('aria-labelledby') || '').split(/\\s+/).filter(Boolean)
                        .some(id => text(document.getElementById(id)));
+            // a submit/reset/button input is named by its value (its visible text)
+            const byValue = (el) => ['submit', 'reset', 'button'].includes(el.type) && (el.value || '').trim().length > 0;
             return [...document.querySelectorAll('input:not([type=hidden]), select, textarea')]
-                .filter(el => !el.closest('template') && !named(el))
+                .filter(el => !el.closest('template') && !named(el) && !byValue(el))
                 .map(el => el.name || el.id || el.outerHTML.slice(0, 60));
         }"""
     )
