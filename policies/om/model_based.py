@@ -266,7 +266,7 @@ class ModelBased(Policy):
     def _refresh_derived(self) -> None:
         """Everything computed from the counts, the weights and the space (not stored in the state)."""
         self.p_hat = mdp.transition_matrix(self.trans_counts)
-        self._res_cost = (self.spec.weights.res / float(self.spec.c_max)) * self.space.price
+        self._res_cost = (self.spec.weights.res / self.spec.cost_scale) * self.space.price
         self._sweeper = mdp.Sweeper(self.space, self.levels.n)
         self._bin_width = self.levels.width / HIST_BINS_PER_LEVEL
         self._cost: np.ndarray | None = None
@@ -411,8 +411,8 @@ class ModelBased(Policy):
                 if rt is not None and math.isfinite(rt) and rt > 0.0:
                     # the queueing delay beyond one service time, against the M/G/1 shape u / (1 - u) of it
                     service = u / x
-                    w = service * u / (1.0 - u)
-                    self.delay_stats += (w * (rt - service), w * w)
+                    weight = service * u / (1.0 - u)
+                    self.delay_stats += (weight * (rt - service), weight * weight)
                 changed = True
             elif overloaded and not settling and processed is not None and 0.0 < processed < rate_now:
                 # saturated: the arrivals overstate what a replica sustains, but what the replicas processed is
@@ -552,9 +552,10 @@ class ModelBased(Policy):
         (the lead-time learner's start); return ``action``."""
         if explain:
             return action
-        self._waiting_jump = self._jump.copy() if action == JUMP else None
+        jump = self._jump
+        self._waiting_jump = jump.copy() if action == JUMP and jump is not None else None
         if self.params["trend_periods"]:
-            target = self._jump if action == JUMP else apply_action(k, action)
+            target = jump if action == JUMP and jump is not None else apply_action(k, action)
             self.lead.proposed(self.t, self._capacity(k), self._capacity(target))
         return action
 
@@ -740,7 +741,7 @@ class ModelBased(Policy):
             old = self._thresholds
             self._thresholds = None
             self._threshold_model()
-            if old is None or not np.allclose(old, self._thresholds):
+            if old is None or self._thresholds is None or not np.allclose(old, self._thresholds):
                 self._sweep(self.params["reweight_sweeps"])
 
     def _engine_active(self) -> bool:
@@ -754,7 +755,7 @@ class ModelBased(Policy):
 
     def _engine_thresholds(self) -> np.ndarray | None:
         """Per class, the largest rate (tuples/s) the engine model expects to meet R_max; None when inactive."""
-        if not self._engine_active():
+        if not self._engine_active() or self._engine_ctx is None:
             return None
         speeds = np.unique(self.spec.speedups)
         return engine_plan.class_thresholds(
@@ -769,7 +770,7 @@ class ModelBased(Policy):
         value (:func:`policies.om.engine_plan.backlog_target`, :func:`~policies.om.engine_plan.overload_target`);
         None when not needed."""
         self._engine_note = None
-        if obs is None or not self._engine_active():
+        if obs is None or not self._engine_active() or self._engine_ctx is None:
             return None
         planned = rate if self._forecast_note is None else self._forecast_note["planned_rate_tuples_s"]
         found = engine_plan.backlog_target(
@@ -1143,7 +1144,7 @@ def _run_cell(policy: str, infra: str, n_res: int, k_max: int, trace_path: str, 
         setup_s=setup,
         nothing_s=idle,
         maxrss_mib=rss_mib,
-        space=pol.space.size,
+        space=getattr(pol, "space").size,  # noqa: B009 - a ModelBased (built by name)
     )
     return out
 
