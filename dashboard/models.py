@@ -16,7 +16,8 @@ class SeriesChunk(models.Model):
     """One day (UTC) of an application's observed periods, one row per tick, as packed numpy arrays.
 
     ``times``: float64 per row, the end of the observed period (s since the epoch); ``values``: float32 matrix
-    ``rows x len(columns)`` (C order), NaN = not measured. Built incrementally from ``Tick``/``Decision`` by
+    ``len(columns) x rows`` (C order: each column's values contiguous, read without a strided gather), NaN = not
+    measured. Built incrementally from ``Tick``/``Decision`` by
     :mod:`dashboard.monitor_rollup`; reading a month is 30 rows instead of ~half a million decisions."""
 
     application = models.ForeignKey(Application, on_delete=models.CASCADE, related_name="series_chunks")
@@ -30,6 +31,11 @@ class SeriesChunk(models.Model):
         default=list,
         blank=True,
         help_text="scaling proposals granted or denied: [time (s), decision id, outcome, operator, action]",
+    )
+    gaps = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="missed slots (no decision): [end of the period (s), period (s), reason]",
     )
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -18,10 +18,8 @@ from typing import Any
 
 import numpy as np
 from django.core.cache import cache
-from django.db.models import F
 from django.urls import reverse
 
-from autoscaler.control.models import Tick
 from autoscaler.models import Application
 from dashboard import monitor_rollup, series
 
@@ -153,7 +151,7 @@ def _compute(
         return out
     out["empty"] = False
     # slots without a decision (worker, broker or database down, paused, stale): shaded with their reason
-    gaps = missed_gaps(app, start, end)
+    gaps = missed_gaps(frame)
     out["gaps"] = [[a * 1000.0, b * 1000.0, reason] for a, b, reason in gaps]
     breaks = [round(a * 1000.0) for a, _, _ in gaps]
     # lines: LTTB, broken at the gaps (no line drawn across a gap)
@@ -215,8 +213,8 @@ def _compute(
     }
     # replicas per operator stacked by node type (peak per bucket)
     rep_cols = frame.prefixed("replicas:")
-    reps = frame.cols(rep_cols)
-    used = (np.nan_to_num(reps) > 0).any(axis=0) if reps.shape[1] else np.zeros(0, dtype=bool)
+    reps = frame.cols(rep_cols, np.float32)  # counts: exact in float32, the maximum needs no widening
+    used = (reps > 0).any(axis=0) if reps.shape[1] else np.zeros(0, dtype=bool)  # NaN > 0 is false
     keep = np.flatnonzero(used).tolist()
     rx, ry = series.bucket_reduce(t, reps[:, keep], max_points, "max")
     out["replicas"] = {
@@ -230,16 +228,10 @@ def _compute(
     return out
 
 
-def missed_gaps(app: Application, start: float | None, end: float | None) -> list[tuple[float, float, str]]:
-    """The range's missed slots as ``(start, end, reason)`` intervals (s), neighbours with one reason merged."""
-    rows = Tick.objects.filter(application=app, status=Tick.Status.MISSED).annotate(
-        t=F("slot") * F("period_s")
-    )
-    if start is not None:
-        rows = rows.filter(t__gte=start)
-    if end is not None:
-        rows = rows.filter(t__lte=end)
-    got = list(rows.order_by("-t").values_list("t", "period_s", "reason")[:MAX_GAP_ROWS])[::-1]
+def missed_gaps(frame: monitor_rollup.Frame) -> list[tuple[float, float, str]]:
+    """The range's missed slots (the newest ``MAX_GAP_ROWS``, as the rollup keeps them) as ``(start, end,
+    reason)`` intervals (s), neighbours with one reason merged. No query: the rollup read them from the ledger."""
+    got = frame.gaps[-MAX_GAP_ROWS:]
     return series.merge_gaps([(float(t), float(t) + float(p), reason or "missed") for t, p, reason in got])
 
 

@@ -16,7 +16,8 @@ Columns (units):
 - ``agent_cost:<operator>``: the OM's weighted cost of the period (w_perf, w_res, w_rcf over its cost terms).
 
 Beside the columns, each chunk keeps its scaling events (every proposal granted or denied, with its decision id)
-so the dashboard's markers need no query over the decision log.
+and its missed slots with their reason, so the dashboard's markers and grey bands need no query over the
+decision log or the ledger.
 
 :func:`catch_up` is idempotent and cheap when nothing is new (one indexed query). It runs off the request path:
 the Celery beat task ``dashboard.rollup`` (:mod:`dashboard.tasks`, every ``AUTOSCALER_ROLLUP_INTERVAL_S``) catches
@@ -166,7 +167,7 @@ def _ticks_after(app: Application, last_time: float, limit: int) -> list[dict[st
     rows = list(
         Tick.objects.filter(application=app, slot__gt=lo)
         .order_by("slot")
-        .values("id", "slot", "period_s", "status", "metrics", "created_at")[: limit + 1]
+        .values("id", "slot", "period_s", "status", "reason", "metrics", "created_at")[: limit + 1]
     )
     out = []
     now = time.time()
@@ -234,7 +235,12 @@ def catch_up(app: Application, max_ticks: int | None = None) -> int:
             for t in batch
             for pk, outcome, op, action, reason, was_explored in sorted(events.get(t["id"], []))
         ]
-        added += _append(app, times, rows, batch_events)
+        batch_gaps = [
+            [float(t["slot"] * t["period_s"]), float(t["period_s"]), t["reason"] or "missed"]
+            for t in batch
+            if t["status"] == Tick.Status.MISSED
+        ]
+        added += _append(app, times, rows, batch_events, batch_gaps)
     return added
 
 
@@ -243,8 +249,16 @@ def catch_up(app: Application, max_ticks: int | None = None) -> int:
 LOCK_CLASS = 0x524F4C4C  # "ROLL"
 
 
-def _append(app: Application, times: np.ndarray, rows: list[dict[str, float]], events: list[list]) -> int:
-    """Append rows (one per time, s) under the application's lock; returns the rows written."""
+def _append(
+    app: Application,
+    times: np.ndarray,
+    rows: list[dict[str, float]],
+    events: list[list],
+    gaps: list[list] | None = None,
+) -> int:
+    """Append rows (one per time, s), their scaling events and missed slots under the application's lock;
+    returns the rows written."""
+    gaps = gaps or []
     with transaction.atomic():
         if connection.vendor == "postgresql":
             with connection.cursor() as cur:
@@ -257,11 +271,14 @@ def _append(app: Application, times: np.ndarray, rows: list[dict[str, float]], e
         if len(keep) < len(times):
             times, rows = times[keep], [rows[i] for i in keep.tolist()]
             events = [e for e in events if e[0] > done]
-        _write(app, times, rows, events)
+            gaps = [g for g in gaps if g[0] > done]
+        _write(app, times, rows, events, gaps)
     return len(times)
 
 
-def _write(app: Application, times: np.ndarray, rows: list[dict[str, float]], events: list[list]) -> None:
+def _write(
+    app: Application, times: np.ndarray, rows: list[dict[str, float]], events: list[list], gaps: list[list]
+) -> None:
     days = np.floor(times / DAY_S).astype(np.int64)
     for day in np.unique(days):
         sel = np.flatnonzero(days == day)
@@ -271,27 +288,28 @@ def _write(app: Application, times: np.ndarray, rows: list[dict[str, float]], ev
             for c in rows[i]:
                 if c not in columns:
                     columns.append(c)
-        old_t, old_v = unpack(chunk)
-        if old_v.shape[1] < len(columns):
-            old_v = np.hstack([old_v, np.full((old_v.shape[0], len(columns) - old_v.shape[1]), np.nan)])
+        old_t, old_c = unpack(chunk)  # columns x rows
+        if old_c.shape[0] < len(columns):
+            old_c = np.vstack([old_c, np.full((len(columns) - old_c.shape[0], old_c.shape[1]), np.nan)])
         col_index = {c: j for j, c in enumerate(columns)}
-        new_v = np.full((len(sel), len(columns)), np.nan, dtype=np.float32)
+        new_c = np.full((len(columns), len(sel)), np.nan, dtype=np.float32)
         for r, i in enumerate(sel):
             for c, v in rows[i].items():
-                new_v[r, col_index[c]] = v
+                new_c[col_index[c], r] = v
         all_t = np.concatenate([old_t, times[sel]])
-        all_v = np.vstack([old_v.astype(np.float32), new_v])
+        all_c = np.hstack([old_c.astype(np.float32), new_c])
         chunk.columns = columns
         chunk.times = all_t.astype(np.float64).tobytes()
-        chunk.values = np.ascontiguousarray(all_v, dtype=np.float32).tobytes()
+        chunk.values = np.ascontiguousarray(all_c, dtype=np.float32).tobytes()
         chunk.n_rows = len(all_t)
         chunk.last_time = float(all_t.max())
         chunk.events = list(chunk.events or []) + [e for e in events if int(e[0] // DAY_S) == day]
+        chunk.gaps = list(chunk.gaps or []) + [g for g in gaps if int(g[0] // DAY_S) == day]
         chunk.save()
 
 
 def unpack(chunk: SeriesChunk) -> tuple[np.ndarray, np.ndarray]:
-    """``(times, values)`` of a chunk (float64 seconds, float32 rows x columns)."""
+    """``(times, values)`` of a chunk: float64 seconds, float32 ``columns x rows`` (one row per column)."""
     return _unpack(chunk.columns or [], chunk.times, chunk.values)
 
 
@@ -299,19 +317,28 @@ def _unpack(columns: list[str], times: Any, values: Any) -> tuple[np.ndarray, np
     t = np.frombuffer(bytes(times or b""), dtype=np.float64)
     v = np.frombuffer(bytes(values or b""), dtype=np.float32)
     n_cols = max(len(columns), 1)
-    return t, v.reshape(len(t), n_cols) if len(t) else np.zeros((0, len(columns)), dtype=np.float32)
+    return t, v.reshape(n_cols, len(t)) if len(t) else np.zeros((len(columns), 0), dtype=np.float32)
 
 
 class Frame:
     """Rollup rows of a time range: ``times`` (s, increasing), ``values`` (rows x columns, float32)."""
 
     def __init__(
-        self, times: np.ndarray, columns: list[str], values: np.ndarray, events: list[list] | None = None
+        self,
+        times: np.ndarray,
+        columns: list[str],
+        values: np.ndarray,
+        events: list[list] | None = None,
+        gaps: list[list] | None = None,
     ) -> None:
-        self.times, self.columns, self.values = times, columns, values
+        self.times, self.columns = times, columns
+        #: one contiguous float32 array per column (columns x rows): a column is read without a strided gather
+        self.by_column = np.ascontiguousarray(np.asarray(values, dtype=np.float32).T)
         #: scaling events in the range, oldest first: [time (s), decision id, outcome, operator, action, reason,
         #: explored] (chunks rolled up before the last two existed have five items)
         self.events = events or []
+        #: missed slots in the range, oldest first: [end of the period (s), period (s), reason]
+        self.gaps = gaps or []
         self._index = {c: j for j, c in enumerate(columns)}
 
     def __len__(self) -> int:
@@ -320,17 +347,25 @@ class Frame:
     def has(self, column: str) -> bool:
         return column in self._index
 
+    @property
+    def values(self) -> np.ndarray:
+        """Rows x columns (float32, a transposed view of :attr:`by_column`)."""
+        return self.by_column.T
+
     def col(self, column: str) -> np.ndarray:
         j = self._index.get(column)
-        return self.values[:, j].astype(np.float64) if j is not None else np.full(len(self.times), np.nan)
+        return self.by_column[j].astype(np.float64) if j is not None else np.full(len(self.times), np.nan)
 
-    def cols(self, columns: list[str]) -> np.ndarray:
-        """Several columns at once (rows x len(columns)); unknown columns are NaN."""
-        out = np.full((len(self.times), len(columns)), np.nan)
-        known = [(i, self._index[c]) for i, c in enumerate(columns) if c in self._index]
-        if known:
-            out[:, [i for i, _ in known]] = self.values[:, [j for _, j in known]]
-        return out
+    def cols(self, columns: list[str], dtype: type = np.float64) -> np.ndarray:
+        """Several columns at once (rows x len(columns)); unknown columns are NaN. ``dtype=np.float32`` reads
+        them as stored (no widening: what a maximum or a last value needs)."""
+        if all(c in self._index for c in columns):
+            return self.by_column[[self._index[c] for c in columns]].T.astype(dtype)
+        out = np.full((len(columns), len(self.times)), np.nan, dtype=dtype)
+        for i, c in enumerate(columns):
+            if c in self._index:
+                out[i] = self.by_column[self._index[c]]
+        return out.T
 
     def prefixed(self, prefix: str) -> list[str]:
         return [c for c in self.columns if c.startswith(prefix)]
@@ -348,9 +383,9 @@ def load(
         qs = qs.filter(day__gte=int(start // DAY_S))
     if end is not None and math.isfinite(end):
         qs = qs.filter(day__lte=int(end // DAY_S))
-    parts = list(qs.order_by("day").values_list("columns", "times", "values"))
+    parts = list(qs.order_by("day").values_list("columns", "times", "values", "gaps"))
     columns: list[str] = []
-    for cols, _, _ in parts:
+    for cols, _, _, _ in parts:
         for c in cols:
             if c not in columns:
                 columns.append(c)
@@ -362,39 +397,42 @@ def load(
         events[:0] = [e for e in evs or [] if lo_t <= e[0] <= hi_t]
         if max_events is not None and len(events) >= max_events:
             break
+    gaps = [g for *_, day_gaps in parts for g in day_gaps or [] if lo_t <= g[0] <= hi_t]
     ts, vs = [], []
-    for cols, times, values in parts:
+    for cols, times, values, _ in parts:
         t, v = _unpack(cols, times, values)
         if list(cols) == columns:
             vs.append(v)
         else:
-            full = np.full((len(t), len(columns)), np.nan, dtype=np.float32)
-            full[:, [index[c] for c in cols]] = v
+            full = np.full((len(columns), len(t)), np.nan, dtype=np.float32)
+            full[[index[c] for c in cols]] = v
             vs.append(full)
         ts.append(t)
     if not ts:
         return Frame(np.zeros(0), columns, np.zeros((0, len(columns)), dtype=np.float32))
     times = np.concatenate(ts)
-    values = np.vstack(vs)  # float32; columns are widened to float64 when read
     lo = 0 if start is None else int(np.searchsorted(times, start, side="left"))
     hi = len(times) if end is None else int(np.searchsorted(times, end, side="right"))
-    return Frame(times[lo:hi], columns, values[lo:hi], events)
+    by_column = np.concatenate(vs, axis=1)[:, lo:hi]  # float32, columns x rows; widened to float64 when read
+    return Frame(times[lo:hi], columns, by_column.T, events, gaps)
 
 
 def state(app: Application) -> str:
-    """A token that changes whenever the application's rollup changes (chunk count and newest update)."""
-    from django.db.models import Count, Max
-
-    agg = SeriesChunk.objects.filter(application=app).aggregate(
-        n=Count("id"), t=Max("updated_at"), r=Max("last_time")
-    )
-    return f"{agg['n']}:{agg['t'].timestamp() if agg['t'] else 0}:{agg['r']}"
+    """A token that changes whenever the application's rollup changes: the chunk count and the newest chunk's
+    update time and last period (rows are only appended, to the newest day or a new one, so any change shows
+    there; a rebuild changes the count or the newest update). Two indexed queries that read no chunk data."""
+    chunks = SeriesChunk.objects.filter(application=app)
+    newest = chunks.order_by("-day").values_list("updated_at", "last_time").first()
+    if newest is None:
+        return "0:0:None"
+    return f"{chunks.count()}:{newest[0].timestamp()}:{newest[1]}"
 
 
 def lag(app: Application) -> dict[str, float | int | None]:
     """How far the rollup is behind the ledger: ``rolledTo`` (end of the last rolled-up period, s since the epoch,
     None before the first), ``ledgerLast`` (end of the newest finished tick, s, None without one) and
-    ``behindPeriods`` (finished periods not rolled up yet, counted in control periods). Two indexed queries."""
+    ``behindPeriods`` (finished periods not rolled up yet, counted in control periods: missed slots included).
+    Two or three indexed queries that stop at the first row they need."""
     last = _last_time(app)
     rolled = last if math.isfinite(last) else None
     finished = Tick.objects.filter(application=app).exclude(
@@ -403,8 +441,11 @@ def lag(app: Application) -> dict[str, float | int | None]:
     newest = finished.order_by("-slot").values_list("slot", "period_s").first()
     ledger = None if newest is None else float(newest[0] * newest[1])
     behind = 0
-    if ledger is not None and rolled is None:
-        behind = finished.count()
+    if (
+        ledger is not None and rolled is None
+    ):  # from the oldest finished period (a count would read every row)
+        oldest = finished.order_by("slot").values_list("slot", "period_s").first()
+        behind = 1 + max(0, int(round((ledger - float(oldest[0] * oldest[1])) / float(newest[1]))))
     elif ledger is not None and ledger > rolled:
         behind = max(1, int(round((ledger - rolled) / float(newest[1]))))
     return {"rolledTo": rolled, "ledgerLast": ledger, "behindPeriods": behind}

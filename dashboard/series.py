@@ -159,17 +159,22 @@ def bucket_reduce(
     ``how``: ``mean`` (NaN ignored), ``max`` (NaN ignored) or ``last`` (the bucket's last row). Vectorised with
     ``np.add.reduceat`` / ``np.maximum.reduceat``: O(n m)."""
     x = np.asarray(x, dtype=float)
-    ys = np.asarray(ys, dtype=float)
+    ys = np.asarray(ys)
+    if how != "max" or not np.issubdtype(ys.dtype, np.floating):
+        ys = ys.astype(float)  # a maximum is exact in float32; sums are taken in float64
     if ys.ndim == 1:
         ys = ys[:, None]
     n = len(x)
     if n <= n_out or n_out < 1:
-        return x.copy(), ys.copy()
+        return x.copy(), ys.astype(float)
     edges = _edges(n, n_out)
     starts = np.unique(edges[:-1][edges[:-1] < n])
     if how == "last":
         ends = np.append(starts[1:], n) - 1
         return x[starts], ys[ends]
+    if how == "max":  # fmax ignores NaN (a bucket of only NaN stays NaN); infinities are kept out as before
+        out = np.fmax.reduceat(np.where(np.isinf(ys), np.nan, ys), starts, axis=0).astype(float)
+        return x[starts], out
     finite = np.isfinite(ys)
     if how == "mean":
         sums = np.add.reduceat(np.where(finite, ys, 0.0), starts, axis=0)
@@ -177,9 +182,6 @@ def bucket_reduce(
         with np.errstate(invalid="ignore", divide="ignore"):
             out = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
         return x[starts], out
-    if how == "max":
-        out = np.maximum.reduceat(np.where(finite, ys, -np.inf), starts, axis=0)
-        return x[starts], np.where(np.isfinite(out), out, np.nan)
     raise ValueError(f"how: must be mean, max or last, got {how!r}")
 
 

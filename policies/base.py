@@ -290,7 +290,7 @@ class Policy(ABC):
         """The weighted cost of the period that ended (the papers' violation + resource + reconfiguration terms) in
         deployment ``k`` after action ``a_prev``; its terms are kept for the explanation (``_last_terms``)."""
         w = self.spec.weights
-        res = self.spec.price(k) / self.spec.c_max
+        res = self.spec.price(k) / self.spec.cost_scale
         self._last_terms = (float(violated), res, float(a_prev != 0))
         return w.perf * violated + w.res * res + w.rcf * (a_prev != 0)
 

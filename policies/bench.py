@@ -221,7 +221,7 @@ def run_grid(
         if cls is None:
             unavailable[name] = reason
             continue
-        n_seeds = 1 if cls.deterministic else seeds
+        n_seeds = 1 if getattr(cls, "deterministic", False) else seeds
         starts = ["policy", "type0"] if type0_variants and name in TYPE0_VARIANTS else ["policy"]
         for k_max in k_maxes:
             for n_res in node_types:
@@ -577,8 +577,8 @@ def decision_latency(argv: list[str]) -> int:
             rows.append(f"| {name} | not available | | | | |")
             continue
         try:
-            base, params = split_variant(name)
-            policy = build_policy(base, spec, params, 0)
+            base_name, params = split_variant(name)
+            policy = build_policy(base_name, spec, params, 0)
             set_trace = getattr(policy, "set_trace", None)
             if callable(set_trace):
                 set_trace(rates)

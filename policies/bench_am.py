@@ -122,7 +122,7 @@ def run_config(
         guard=None if guard is None else ViolationBudgetGuard(eta_v, guard),
     )
     if skip:
-        per_step = ("rate", "response_time", "violation", "reconfiguration", "price")
+        per_step: tuple[str, ...] = ("rate", "response_time", "violation", "reconfiguration", "price")
         per_step += ("op_response_time", "op_violation", "replicas", "denied")
         res = dataclasses.replace(res, **{name: getattr(res, name)[skip:] for name in per_step})
     return res.summary(eta_v, eta_r)

@@ -253,6 +253,13 @@ class OperatorSpec:
             raise ValueError(f"c_max must be > 0 $/h, got {self.c_max}")
 
     @property
+    def cost_scale(self) -> float:
+        """C_max ($/h), the resource cost's normalisation, with its default applied (``c_max`` is never None
+        after construction)."""
+        assert self.c_max is not None
+        return float(self.c_max)
+
+    @property
     def n_res(self) -> int:
         return len(self.node_types)
 
@@ -278,7 +285,7 @@ class OperatorSpec:
         deployment ``k`` in place normalised by C_max, reconfiguration indicator."""
         return {
             "perf": 1.0 if violated else 0.0,
-            "res": self.price(k) / float(self.c_max),
+            "res": self.price(k) / self.cost_scale,
             "rcf": 1.0 if reconfigured else 0.0,
         }
 

@@ -13,7 +13,8 @@ if [ ! -x "${CHROMIUM:-/usr/bin/chromium}" ]; then
     $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
 fi
 status=0
-.venv/bin/python -m pytest "$@" || status=$?
+# the 15 slowest tests are printed at the end (test time is watched: CI runs the whole suite on a loaded machine)
+.venv/bin/python -m pytest --durations=15 "$@" || status=$?
 if [ "$status" -eq 5 ]; then
     echo "test.sh: no test was collected: failing" >&2
     exit 1

@@ -83,13 +83,17 @@ def record_apply(app: Application, tick: Tick, result: ApplyResult) -> int:
 
 def engine_ids(details: dict[str, Any], operator: str) -> dict[str, Any]:
     """The engine's identifiers of ``operator`` in an apply's details: Flink's ``job`` id, Spark's desired-state
-    ``generation`` (the simulated engine has none)."""
+    ``generation`` (after a rollback the generation that restored the previous executors, the one that runs;
+    the simulated engine has none)."""
     ids: dict[str, Any] = {}
     if isinstance(details.get("job"), str):
         ids["job"] = details["job"]
     own = details.get(operator)
-    if isinstance(own, dict) and isinstance(own.get("generation"), int):
-        ids["generation"] = own["generation"]
+    if isinstance(own, dict):
+        for key in ("rollback_generation", "generation"):
+            if isinstance(own.get(key), int):
+                ids["generation"] = own[key]
+                break
     return ids
 
 

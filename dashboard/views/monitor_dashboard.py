@@ -8,6 +8,7 @@ from django.shortcuts import render
 
 from autoscaler.control import aggregates
 from autoscaler.control.models import ApplicationControl, Decision
+from autoscaler.control.resource_status import application_status
 from dashboard import monitor_data
 from dashboard.forms_application import slo_sentences
 from dashboard.views.monitor_common import json_error, json_login_required, owned_application, parse_float
@@ -32,10 +33,25 @@ def app_dashboard(request, name: str):
             "ranges": [("hour", "Last hour"), ("day", "Last day"), ("week", "Last week"), ("all", "All")],
             "summary": aggregates.summary(control) if control else None,
             "last_decision": last,
+            "running": running_now(app),
             "slo_text": slo_sentences(app.r_max_ms, app.eta_v, app.eta_r, app.om_period_s),
             "nav_active": "fleet",
         },
     )
+
+
+def running_now(app) -> dict:
+    """What the engines run now, from the deployments' status the control loop writes: cost per hour
+    (currency/h, None while no deployment has been observed) and per operator its replicas by node type
+    (``None`` for an operator not observed yet)."""
+    status = application_status(app)
+    return {
+        "cost_per_hour": status["costPerHour"],
+        "operators": [
+            (op, None if reps is None else [(t, n) for t, n in sorted(reps.items()) if n])
+            for op, reps in status["replicas"].items()
+        ],
+    }
 
 
 @json_login_required

@@ -15,6 +15,7 @@ from django.shortcuts import get_object_or_404, render
 from autoscaler.control.models import Decision
 from autoscaler.models import Application
 from dashboard import decision_query
+from dashboard.monitor_rollup import explored
 
 PAGE_SIZE = 50
 OBSERVED_FIELDS = (
@@ -106,6 +107,8 @@ def decision_list(request):
     )
     for d in page:
         d.period_time = period_time(d)
+        expl = (d.proposal or {}).get("explanation") or {}
+        d.explored = explored(expl.get("action") or "", expl.get("alternatives"))
     query = request.GET.copy()
     query.pop("page", None)
     return render(
@@ -166,6 +169,7 @@ def decision_detail(request, pk: int):
             "time": period_time(d),
             "explanation": explanation,
             "alternatives": alternatives,
+            "explored": explored(chosen or "", explanation.get("alternatives")),
             "observed": observed,
             "cost_terms": cost_terms,
             "period_cost": period_cost,

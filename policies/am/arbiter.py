@@ -236,7 +236,8 @@ class Arbiter:
             elif short:
                 t = short_type = short[0]
                 rivals = taken_by.get(t, [])
-                reason = f"denied: no free node of {self._type_name(t)} ({in_use[t]} of {self.node_capacity[t]} in use)"
+                held = "?" if self.node_capacity is None else self.node_capacity[t]
+                reason = f"denied: no free node of {self._type_name(t)} ({in_use[t]} of {held} in use)"
                 if rivals:
                     reason += (
                         f"; conflict: the last one was granted to operator {rivals[-1]} (higher priority)"

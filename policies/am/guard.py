@@ -159,7 +159,7 @@ class ViolationBudgetGuard:
             float(data["scale"]),
             int(data["periods"]),
             int(data["violations"]),
-            [c == "1" for c in data["recent"]],
+            deque(c == "1" for c in data["recent"]),
             int(data["last_change"]),
         )
 

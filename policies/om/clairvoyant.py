@@ -84,7 +84,7 @@ class Clairvoyant(Policy):
         self.trace = trace
         self.thresholds = mdp.rate_thresholds(spec, space)  # per performance class, tuples/s
         w = spec.weights
-        self._res = (w.res / float(spec.c_max)) * space.price  # D
+        self._res = (w.res / spec.cost_scale) * space.price  # D
         rows = np.arange(space.size)
         # per action (after do nothing): destination, or the deployment itself when infeasible (a move to itself
         # costs w_rcf more than doing nothing, so it never wins a strict comparison)

@@ -239,8 +239,8 @@ class _DeepQBase(Policy):
         spec = self.spec
         w = spec.weights
         self.w_perf, self.w_res, self.w_rcf = float(w.perf), float(w.res), float(w.rcf)
-        self.c_max = float(spec.c_max)
-        self.price_scale = spec.prices * (self.w_res / float(spec.c_max))  # w_res * price / C_max per replica
+        self.c_max = spec.cost_scale
+        self.price_scale = spec.prices * (self.w_res / spec.cost_scale)  # w_res * price / C_max per replica
         self.level_width = self.levels.width
         self.n_levels = self.levels.n
         self._candidates = {}  # thresholds of the estimate depend on R_max

@@ -91,10 +91,11 @@ def backlog_target(
     n_now = int(k.sum())
     t = int(np.argmax(k))
     speed = slowest_speed(k, speedups)
+    period_s = ctx.period_s
 
     def drains(n: int) -> bool:
         return model.drains_within(
-            backlog, rate, n, ctx.interval_s, ctx.period_s, ctx.partitions, speed, True, r_max_s
+            backlog, rate, n, ctx.interval_s, period_s, ctx.partitions, speed, True, r_max_s
         )
 
     if n_now >= k_max or drains(n_now + 1):

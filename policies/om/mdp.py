@@ -334,7 +334,7 @@ def transition_matrix(counts: np.ndarray) -> np.ndarray:
 def state_cost(space: DeploymentSpace, v: np.ndarray, spec: OperatorSpec) -> np.ndarray:
     """``cs[d, l] = w_perf v[cls(d), l] + w_res price(d) / C_max`` (D x L)."""
     w = spec.weights
-    return w.perf * v[space.cls] + (w.res / float(spec.c_max)) * space.price[:, None]
+    return w.perf * v[space.cls] + (w.res / spec.cost_scale) * space.price[:, None]
 
 
 def action_costs(space: DeploymentSpace, w_rcf: float) -> np.ndarray:
@@ -394,7 +394,7 @@ class Sweeper:
                 out[rows] = best
         return out
 
-    def neighbourhood(self, d: int, radius: int) -> np.ndarray:
+    def neighbourhood(self, d: int, radius: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Deployments within ``radius`` in-space actions of ``d`` (sorted), cached."""
         key = (d, radius)
         hit = self._hood.get(key)

@@ -52,9 +52,10 @@ What it learns and what it knows
   when the one-step look-ahead values it below every one-replica action. This is what a one-replica-per-period
   policy cannot do: follow a step or a steep ramp in one reconfiguration instead of several, and leave a slow
   node type it scaled to ``K_max`` on (a change of type would take two reconfigurations per replica, through
-  deployments of less capacity). A step keeps the node types in place (new types need new nodes, and hopping
-  between types of about equal value churns), except under overload when no deployment of the types in place
-  is expected to meet the bound (at ``K_max``, or a slow type in place caps every deployment's class). A
+  deployments of less capacity). A step keeps the node types in place and the type the best one-replica action
+  would bring (new types need new nodes, and hopping between types of about equal value churns), except under
+  overload when no deployment of those types is expected to meet the bound (at ``K_max``, or a slow type in
+  place caps every deployment's class). A
   step that removes capacity (sum of speedups) goes only to a deployment whose per-replica rate at the top of
   this rate level and the next one up was seen without violation (``threshold`` model): evidence, not the
   optimism of an unexplored model (which would read "nothing violates" and drop to one replica).
@@ -246,6 +247,8 @@ class ModelBased(Policy):
         self.thr_hi = np.full(n_speeds, np.inf)  # smallest per-replica rate seen with a violation
         # per speed rank: periods, sum x, sum u, sum x^2, sum x u, max x / u (capacity_bound; x in tuples/s)
         self.cap_stats = np.zeros((n_speeds, 6))
+        # sum w y, sum w^2 of the queueing-delay fit y = v w (capacity_bound; see queueing_variability)
+        self.delay_stats = np.zeros(2)
         self.rate_hist = np.zeros(HIST_BINS_PER_LEVEL * (n_levels - 1 + TOP_SPAN_LEVELS))
         self.future = np.zeros((self.space.size, n_levels))  # min_a [rcf + gamma E V(next)], per (d, l)
         self.sweeps_done = 0
@@ -268,7 +271,7 @@ class ModelBased(Policy):
     def _refresh_derived(self) -> None:
         """Everything computed from the counts, the weights and the space (not stored in the state)."""
         self.p_hat = mdp.transition_matrix(self.trans_counts)
-        self._res_cost = (self.spec.weights.res / float(self.spec.c_max)) * self.space.price
+        self._res_cost = (self.spec.weights.res / self.spec.cost_scale) * self.space.price
         self._sweeper = mdp.Sweeper(self.space, self.levels.n)
         self._bin_width = self.levels.width / HIST_BINS_PER_LEVEL
         self._cost: np.ndarray | None = None
@@ -321,16 +324,20 @@ class ModelBased(Policy):
         return np.minimum(self.thr_hi, cap)
 
     def _queueing_guess(self) -> np.ndarray:
-        """Per speed rank, the per-replica rate (tuples/s) at which an M/M/1 queue served at the measured capacity
-        ``c`` reaches the bound: ``c - 1 / R_max`` (``inf`` without a measured capacity, i.e. without
-        ``capacity_bound``). Exponential service is the conservative choice for the less variable services of
-        stream operators; inside the bracket it replaces the midpoint, which with no period seen within the bound
-        (``lo = 0``: an operator overloaded from its first period) halves the capacity and makes the policy find
-        every deployment too small."""
+        """Per speed rank, the per-replica rate (tuples/s) at which an M/G/1 queue served at the measured capacity
+        ``c``, with the service variability learned from the operator's own response times
+        (:func:`queueing_variability`), reaches the bound (:func:`mg1_rate_bound`; ``inf`` without a measured
+        capacity, i.e. without ``capacity_bound``). Until response times under load are measured the variability
+        is exponential service's (M/M/1: ``c - 1 / R_max``), the conservative choice for the less variable
+        services of stream operators. Inside the bracket the guess replaces the midpoint, which with no period
+        seen within the bound (``lo = 0``: an operator overloaded from its first period) halves the capacity and
+        makes the policy find every deployment too small, and which on a ramp to the bound sat above the true
+        bound (bench_loop's ramp: a bracket [115.6, 123.6) tuples/s per replica around a true 116.3, one
+        period violated)."""
         capacity = scaled_to_unmeasured_speeds(
             capacity_estimates(self.cap_stats), np.unique(self.spec.speedups)
         )
-        return capacity - 1.0 / self.spec.r_max_s
+        return mg1_rate_bound(capacity, queueing_variability(self.delay_stats), self.spec.r_max_s)
 
     def _project(self) -> None:
         """v_hat = smallest monotone majorant of the observed violation frequencies (0 where nothing forces)."""
@@ -414,6 +421,12 @@ class ModelBased(Policy):
                 st = self.cap_stats[rank]
                 st[:5] += (1.0, x, u, x * x, x * u)
                 st[5] = max(st[5], x / u)
+                rt = obs.response_time_s if obs is not None else None
+                if rt is not None and math.isfinite(rt) and rt > 0.0:
+                    # the queueing delay beyond one service time, against the M/G/1 shape u / (1 - u) of it
+                    service = u / x
+                    weight = service * u / (1.0 - u)
+                    self.delay_stats += (weight * (rt - service), weight * weight)
                 changed = True
             elif overloaded and not settling and processed is not None and 0.0 < processed < rate_now:
                 # saturated: the arrivals overstate what a replica sustains, but what the replicas processed is
@@ -492,7 +505,15 @@ class ModelBased(Policy):
                 for a, t in zip(q, dst.tolist(), strict=True)
                 if self.space.class_n[self.space.cls[t]] >= n_now
             }
+            planned_scale_in = mdp.greedy(q) not in keep
             q = {a: v for a, v in q.items() if a in keep}
+            if overloaded and planned_scale_in:
+                # staying put is valued on the same scale-in one period later, which this rule forbids again: when
+                # the model, too, expects the deployment in place to violate at this rate, only capacity-adding
+                # actions remain (an operator sat at 1 x A2 + 2 x A3 violating for 110 periods, waiting to drop
+                # the A2 for a 2 x A3 it did not add). An unexplored model (no bound yet) stays: a quiet period
+                # is what teaches it one
+                q = self._grow_past_bound(d, planned, q)
         if rising and planned > rate:
             q = self._grow_past_bound(d, planned, q)
         if self.params["multi_step"] and obs is not None and obs.node_limited:
@@ -505,7 +526,10 @@ class ModelBased(Policy):
                 self._jump = step[0]
                 q = {**q, JUMP: step[1]}
                 return self._proposing(k, JUMP, explain), (q if explain else {})
-            jump = self._best_jump(d, level, overloaded, rising, bar=min(q.values()))
+            best = mdp.greedy(q)
+            acts, dst, _ = self.space.moves(d)
+            toward = dict(zip(acts, dst.tolist(), strict=True)).get(best, d)
+            jump = self._best_jump(d, level, overloaded, rising, bar=q[best], toward=toward)
             if jump is not None and jump[1] < min(q.values()) - 1e-12:
                 self._jump = self.space.deployments[jump[0]].copy()
                 q = {**q, JUMP: jump[1]}
@@ -542,9 +566,10 @@ class ModelBased(Policy):
         (the lead-time learner's start); return ``action``."""
         if explain:
             return action
-        self._waiting_jump = self._jump.copy() if action == JUMP else None
+        jump = self._jump
+        self._waiting_jump = jump.copy() if action == JUMP and jump is not None else None
         if self.params["trend_periods"]:
-            target = self._jump if action == JUMP else apply_action(k, action)
+            target = jump if action == JUMP and jump is not None else apply_action(k, action)
             self.lead.proposed(self.t, self._capacity(k), self._capacity(target))
         return action
 
@@ -562,14 +587,24 @@ class ModelBased(Policy):
         return extras
 
     def _best_jump(
-        self, d: int, level: int, overloaded: bool, rising: bool = False, bar: float = math.inf
+        self,
+        d: int,
+        level: int,
+        overloaded: bool,
+        rising: bool = False,
+        bar: float = math.inf,
+        toward: int | None = None,
     ) -> tuple[int, float] | None:
         """The best deployment more than one action away from ``d`` and its value ``rcf + gamma sum_l' P[l, l']
         (cs + future)`` (the one-step look-ahead of :meth:`_q_values` over the whole space): a multi-replica
         step on the node types in place (other types only under overload when no deployment of those is
         expected to meet the bound at this rate level, e.g. at ``K_max``); a step to less capacity (sum of
         speedups) only when not overloaded and to a deployment seen to carry the top of this rate level and the
-        next without violating, and not while the rate rises (``rising``). When the last proposal was a step that
+        next without violating, and not while the rate rises (``rising``). The node types in place include those of
+        ``toward``, the deployment the best one-replica action leads to: when that action itself brings a new type,
+        a step may go on with it (seen on bench_loop's step: 1 x A1 overloaded went to 1 x A1 + 1 x A3 and then
+        to 2 x A3, two reconfigurations and the nodes waited for twice, where 2 x A3 was one step away). When the
+        last proposal was a step that
         is still waiting (for nodes or a token), still qualifies and still beats ``bar`` (the best one-replica
         action's value), it stays the plan: switching between targets of about equal value while waiting would
         restart the wait for other nodes. None when none qualifies."""
@@ -590,7 +625,10 @@ class ModelBased(Policy):
         # the node types in place, unless under overload (or, with a trend, at the rate planned for) none of their
         # deployments is expected to meet the bound (K_max, or a slow type capping the class): a change of type
         # needs new nodes (provisioning), and hopping between types of about equal value would churn
-        same = ok & (deps[:, deps[d] == 0] == 0).all(axis=1)
+        in_place = deps[d] > 0
+        if toward is not None:
+            in_place = in_place | (deps[toward] > 0)
+        same = ok & (deps[:, ~in_place] == 0).all(axis=1)
         if not (overloaded or rising) or (same & (self.v_hat[space.cls, level] == 0.0)).any():
             ok = same
         if not ok.any():
@@ -602,15 +640,19 @@ class ModelBased(Policy):
         return best, float(q[best])
 
     def _grow_past_bound(self, d: int, planned: float, q: dict[int, float]) -> dict[int, float]:
-        """On a rising trend whose planned rate (tuples/s) passes the rate the deployment ``d`` is learned to carry
-        within the bound (its class's threshold), only the actions that add capacity: staying is a foreseen
-        violation. The level's violation estimate cannot see it: it weighs the rates seen inside the level so far,
+        """When the planned rate (tuples/s) passes the rate the deployment ``d`` is learned to carry within the
+        bound (its class's threshold), only the actions that add capacity: staying is a foreseen violation. Used
+        on a rising trend and under overload. The level's violation estimate cannot see it: it weighs the rates seen inside the level so far,
         which on a ramp are the level's lowest (seen on bench_loop's ramp: a request withdrawn one period before
         the violation it was made for, and the nodes provisioned for it released)."""
         if not self.threshold_mode or self._thresholds is None:
             return q
         if planned <= self._thresholds[self.space.cls[d]]:
             return q
+        return self._adding_capacity(d, q)
+
+    def _adding_capacity(self, d: int, q: dict[int, float]) -> dict[int, float]:
+        """The actions of ``q`` that add capacity (sum of speedups) to ``d``; ``q`` when there are none."""
         speed = self._space_columns()[1]
         acts, dst, _ = self.space.moves(d)
         grow = {a for a, t in zip(acts, dst.tolist(), strict=True) if speed[t] > speed[d] + 1e-9}
@@ -713,7 +755,7 @@ class ModelBased(Policy):
             old = self._thresholds
             self._thresholds = None
             self._threshold_model()
-            if old is None or not np.allclose(old, self._thresholds):
+            if old is None or self._thresholds is None or not np.allclose(old, self._thresholds):
                 self._sweep(self.params["reweight_sweeps"])
 
     def _engine_active(self) -> bool:
@@ -727,7 +769,7 @@ class ModelBased(Policy):
 
     def _engine_thresholds(self) -> np.ndarray | None:
         """Per class, the largest rate (tuples/s) the engine model expects to meet R_max; None when inactive."""
-        if not self._engine_active():
+        if not self._engine_active() or self._engine_ctx is None:
             return None
         speeds = np.unique(self.spec.speedups)
         return engine_plan.class_thresholds(
@@ -742,7 +784,7 @@ class ModelBased(Policy):
         value (:func:`policies.om.engine_plan.backlog_target`, :func:`~policies.om.engine_plan.overload_target`);
         None when not needed."""
         self._engine_note = None
-        if obs is None or not self._engine_active():
+        if obs is None or not self._engine_active() or self._engine_ctx is None:
             return None
         planned = rate if self._forecast_note is None else self._forecast_note["planned_rate_tuples_s"]
         found = engine_plan.backlog_target(
@@ -873,6 +915,7 @@ class ModelBased(Policy):
             "thr_lo": self.thr_lo,
             "thr_hi": self.thr_hi,
             "cap_stats": self.cap_stats,
+            "delay_stats": self.delay_stats,
             "rate_hist": self.rate_hist,
             "future": self.future,
             "p_hat": self.p_hat,
@@ -901,6 +944,8 @@ class ModelBased(Policy):
         self.cap_stats = (
             arrays["cap_stats"].copy() if "cap_stats" in arrays else np.zeros((len(self.thr_hi), 6))
         )
+        # states saved before the learned service variability start its fit (M/M/1 until it has data)
+        self.delay_stats = arrays["delay_stats"].copy() if "delay_stats" in arrays else np.zeros(2)
         self.rate_hist = arrays["rate_hist"].copy()
         self.future = arrays["future"].copy()
         self.sweeps_done = int(meta["sweeps_done"])
@@ -994,6 +1039,32 @@ def capacity_estimates(cap_stats: np.ndarray) -> np.ndarray:
             (n >= CAPACITY_FIT_MIN_PERIODS) & (var_x > (CAPACITY_FIT_MIN_SPREAD * mean_x) ** 2) & (b > 0.0)
         )
     return np.where(usable & (fit > out), fit, out)
+
+
+def queueing_variability(delay_stats: np.ndarray) -> float:
+    """The service variability ``v = (1 + cs^2) / 2`` of an M/G/1 queue (Pollaczek-Khinchine: response time
+    ``R = s + s v u / (1 - u)`` at utilisation ``u`` and mean service time ``s``), fitted by least squares through
+    the origin to the operator's periods under load: ``delay_stats`` = (sum w y, sum w^2) with ``y = R - s`` and
+    ``w = s u / (1 - u)``, ``s = u / x`` from the measured utilisation and per-replica rate ``x``. One value for the
+    operator: ``cs^2`` does not depend on the node's speed (the service time's mean and standard deviation scale
+    alike). 1 (exponential service, M/M/1) without data; never below 1/2, a deterministic service's."""
+    swy, sww = float(delay_stats[0]), float(delay_stats[1])
+    if not sww > 0.0:
+        return 1.0
+    return max(swy / sww, 0.5)
+
+
+def mg1_rate_bound(capacity: np.ndarray, variability: float, r_max_s: float) -> np.ndarray:
+    """Per-replica arrival rate (tuples/s) at which an M/G/1 queue of service rate ``capacity`` (tuples/s) and
+    variability ``v`` (:func:`queueing_variability`) reaches the response time ``r_max_s`` (s): from
+    ``R = s + s v u / (1 - u)``, ``u / (1 - u) = g = (R_max / s - 1) / v`` and ``x = c g / (1 + g)``; ``v = 1``
+    gives M/M/1's ``c - 1 / R_max``. 0 where one service time alone exceeds the bound, ``inf`` where the capacity
+    is unknown (``inf``)."""
+    c = np.asarray(capacity, dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        g = np.maximum(r_max_s * c - 1.0, 0.0) / variability
+        x = np.where(np.isinf(c), np.inf, c * g / (1.0 + g))
+    return x
 
 
 def scaled_to_unmeasured_speeds(capacity: np.ndarray, speeds: np.ndarray) -> np.ndarray:
@@ -1104,7 +1175,7 @@ def _run_cell(policy: str, infra: str, n_res: int, k_max: int, trace_path: str, 
         setup_s=setup,
         nothing_s=idle,
         maxrss_mib=rss_mib,
-        space=pol.space.size,
+        space=getattr(pol, "space").size,  # noqa: B009 - a ModelBased (built by name)
     )
     return out
 

@@ -128,7 +128,7 @@ class _TabularBase(Policy):
         self._level_width = self.levels.width  # the range may have grown or been restored with the state
         w = spec.weights
         self.w_perf, self.w_res, self.w_rcf = w.perf, w.res, w.rcf
-        self.c_max = spec.c_max
+        self.c_max = spec.cost_scale
         self.gamma = float(spec.gamma)
         self._explore = bool(p["explore"])
         self._eps_decay, self._eps_min = float(p["epsilon_decay"]), float(p["epsilon_min"])
@@ -529,6 +529,8 @@ class QLearningPDS(_TabularBase):
 class QLearningPDSPlus(QLearningPDS):
     """``ql-pds-plus``: QL+PDS with unknown-cost estimates from an approximate model (paper 001, eqs. 11-12)."""
 
+    _est_rows: list[list[float | None] | None]  # per deployment, the estimates c^_u per level (lazily)
+
     name = "ql-pds-plus"
     DEFAULTS: ClassVar[dict[str, Any]] = {
         **QLearningPDS.DEFAULTS,
@@ -598,7 +600,7 @@ class QLearningPDSPlus(QLearningPDS):
 
     def _on_reconfigure(self) -> None:
         super()._on_reconfigure()
-        self._est_rows: list[list[float] | None] = [None] * len(self.index)
+        self._est_rows = [None] * len(self.index)
         self._approx = self.approx_model()
         self.service_rate_factor_used = 1.0 if self.spec.model_mode != "given" else self.service_rate_factor
         self._approx_speedups = self.approx_speedups
@@ -618,7 +620,8 @@ class QLearningPDSPlus(QLearningPDS):
         """``c^_u(d, lv) = w_perf * 1[R^(k_d, midpoint of lv) > R_max]``, computed once per (deployment, level)."""
         row = self._est_rows[d]
         if row is None:
-            row = self._est_rows[d] = [None] * self.n_levels
+            fresh: list[float | None] = [None] * self.n_levels
+            row = self._est_rows[d] = fresh
         c = row[lv]
         if c is None:
             c = row[lv] = self._compute_estimate(self.index.keys[d], lv)
@@ -888,7 +891,9 @@ def _measure(args: Any) -> dict[str, Any]:
     data["memory"] = memory
 
     # quality: the fidelity cell (defaults and the authors' mode) and the Tables 2-3 grid
-    jobs = [(n, *spec_a3, s, {}, args.trace, args.steps) for n in POLICY_CLASSES for s in range(args.seeds)]
+    jobs: list[tuple[Any, ...]] = [
+        (n, *spec_a3, s, {}, args.trace, args.steps) for n in POLICY_CLASSES for s in range(args.seeds)
+    ]
     jobs += [
         (n, *spec_a3, s, AUTHORS_MODE, args.trace, args.steps)
         for n in ("ql-pds", "ql-pds-plus")

@@ -204,7 +204,8 @@ class ModelBasedRM(RegionManager):
         self.c_unknown = arrays["c_unknown"].copy()
         self.q = arrays["q"].copy()
         self.mask = self._feasibility()
-        self._prev = None if meta["prev"] is None else tuple(int(x) for x in meta["prev"])
+        prev = meta["prev"]
+        self._prev = None if prev is None else (int(prev[0]), int(prev[1]), int(prev[2]), int(prev[3]))
 
 
 def project_monotone(c: np.ndarray, k: int, u: int) -> None:

@@ -287,7 +287,7 @@ def run_multilevel(
     rates = np.asarray(rates, dtype=float)
     node_type = node_type or NodeType("vm2", 1.0, 1.0, cores=2)
     regions = sorted({op.region for op in app.operators} | {app.source_region})
-    catalogs = {r: (node_type,) for r in regions}
+    catalogs: dict[str, tuple[NodeType, ...]] = {r: (node_type,) for r in regions}
     pools = {r: RegionPool(r, catalogs[r], max_nodes) for r in regions}
     placement = Placement(pools)
     im = im or CheapestFirst(catalogs, {r: RegionQuota(max_nodes) for r in regions})
@@ -306,6 +306,7 @@ def run_multilevel(
     if not max_source_rate > 0:
         raise ValueError(f"max_source_rate: must be > 0 tuples/s, got {max_source_rate}")
     peak = app.input_rates(max_source_rate) * 1.05
+    oms: list[ThresholdOM] | list[ModelBasedOM]
     if acs == "threshold":
         oms = [ThresholdOM(op.max_replicas, op.service_rate) for op in app.operators]
     else:

@@ -185,7 +185,7 @@ def run_operator(
     violation = np.array(viol, dtype=bool)
     reconfiguration = np.array(acts, dtype=np.int64) != 0
     w = spec.weights
-    cost = w.perf * violation + w.res * price / float(spec.c_max) + w.rcf * reconfiguration
+    cost = w.perf * violation + w.res * price / spec.cost_scale + w.rcf * reconfiguration
     wall = time.perf_counter() - start
     return SimResult(
         trace.copy(),

@@ -208,17 +208,20 @@ def run(
             if policy == "decentralized":
                 for u in range(n):
                     qc = loc_known[None] + W_SLA * (p_hat @ util_viol[u])[:, loc_next_safe]
-                    local_q[u] = qc + GAMMA * (p_hat @ local_v[u])[:, loc_next_safe]
-                    local_v[u] = local_q[u].min(axis=2)
+                    q_u = qc + GAMMA * (p_hat @ local_v[u])[:, loc_next_safe]
+                    local_q[u] = q_u
+                    local_v[u] = q_u.min(axis=2)
                 q = local_q[0]
             else:
                 cost = model.known[None] + (model.expected_sla(p_hat) if policy == "rl+" else c_u)
                 q, v = model.sweep(cost, p_hat, v)
         if policy == "decentralized":
-            new_k = np.array([k[u] + (int(np.argmin(local_q[u][level, k[u] - 1])) - 1) for u in range(n)])
+            solved = [q_u for q_u in local_q if q_u is not None]
+            new_k = np.array([k[u] + (int(np.argmin(solved[u][level, k[u] - 1])) - 1) for u in range(n)])
             new_dep = int(np.ravel_multi_index(tuple(new_k - 1), (model.k_max,) * n))
             a_idx = -1
         else:
+            assert q is not None  # solved before the first step (mdp) or at step 0 (the sweep)
             a_idx = int(np.argmin(q[level, dep]))
             new_dep = int(model.next_dep[dep, a_idx])
             new_k = model.deployments[new_dep]

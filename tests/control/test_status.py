@@ -147,6 +147,41 @@ def test_engine_ids_are_read_from_the_apply_details():
     assert engine_ids({"job": "f00", "targets": {}}, "op") == {"job": "f00"}
     assert engine_ids({"op": {"generation": 7, "executors": 2}}, "op") == {"generation": 7}
     assert engine_ids({}, "op") == {}
+    # a Spark apply that failed and was rolled back: the generation that restored the previous executors runs
+    assert engine_ids({"op": {"generation": 7, "rollback_generation": 8, "verified": False}}, "op") == {
+        "generation": 8
+    }
+
+
+def test_a_verified_apply_writes_the_engines_identifiers_with_the_status():
+    """What a Flink (job id) or Spark (generation) realizer reports with a verified apply is stored with the
+    status, through the same path the tick takes (``record_apply``); an unverified one writes nothing."""
+    from autoscaler.control.models import Tick
+    from autoscaler.control.status import record_apply
+    from connectors.base import ApplyResult
+
+    app = simulated_pipeline("ids", n_operators=1, rate_scale=BUSY)
+    run_tick(app.pk, 10)
+    tick = Tick.objects.get(application=app, slot=10)
+    dep = Deployment.objects.get(operator__application=app)
+    running = dict(dep.status_replicas)
+    unverified = ApplyResult(ok=False, deployments={"op0": {"A1": 9}}, details={"job": "j-0"})
+    assert record_apply(app, tick, unverified) == 0
+    dep.refresh_from_db()
+    assert dep.status_replicas == running and dep.status_engine_ids != {"job": "j-0"}
+    # same replicas, a new job id (Flink restarts the job on every rescale): only the identifiers change
+    same = ApplyResult(
+        ok=True, deployments={"op0": running}, details={"job": "j-1", "op0": {"generation": 3}}
+    )
+    assert record_apply(app, tick, same) == 0
+    dep.refresh_from_db()
+    assert dep.status_engine_ids == {"job": "j-1", "generation": 3} and dep.status_replicas == running
+    more = {t: n + 1 for t, n in running.items()}
+    changed = ApplyResult(ok=True, deployments={"op0": more}, details={"job": "j-2"})
+    assert record_apply(app, tick, changed) == 1
+    dep.refresh_from_db()
+    assert dep.status_replicas == more and dep.status_engine_ids == {"job": "j-2"}
+    assert dep.history.first().replicas == more
 
 
 def test_the_application_phase_follows_its_state_and_last_tick():

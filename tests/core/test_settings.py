@@ -71,12 +71,28 @@ def test_unset_key_is_generated_once_kept_private_and_strong(tmp_path):
     assert import_settings(tmp_path).returncode == 0
     assert import_settings(tmp_path, DJANGO_DEBUG="1").returncode == 0
     assert path.read_text() == key
-    assert not [p.name for p in path.parent.iterdir() if p.name.startswith(".secret_key")]  # no staging leftovers
+    assert not [
+        p.name for p in path.parent.iterdir() if p.name.startswith(".secret_key")
+    ]  # no staging leftovers
 
 
 def test_database_url_selects_postgresql(tmp_path):
     run = import_settings(tmp_path, DATABASE_URL="postgres://u:p@db.invalid:5432/x")
     assert run.stdout.split()[0] == "django.db.backends.postgresql", run.stderr
+
+
+def test_the_embedded_sqlite_database_keeps_a_write_ahead_log(tmp_path):
+    """The default SQLite file runs in WAL mode with full sync: readers do not wait for a writer, and a commit
+    is on disk when it returns."""
+    code = (
+        "import django, os; os.environ['DJANGO_SETTINGS_MODULE'] = 'autoscaler.settings'; django.setup(); "
+        "from django.db import connection; c = connection.cursor(); "
+        "print(c.execute('PRAGMA journal_mode').fetchone()[0], c.execute('PRAGMA synchronous').fetchone()[0])"
+    )
+    env = {"PATH": "/usr/bin:/bin", "AUTOSCALER_VAR_DIR": str(tmp_path / "var")}
+    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["wal", "2"]  # synchronous 2 = FULL
 
 
 def test_celery_app_uses_the_configured_broker(tmp_path):

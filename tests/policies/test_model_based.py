@@ -13,8 +13,10 @@ from policies.om.model_based import (
     ModelBased,
     capacity_estimates,
     level_exceedance,
+    mg1_rate_bound,
     monotone_majorant,
     per_replica_bounds,
+    queueing_variability,
 )
 from policies.sim.operator import run_operator
 from policies.sim.scenario import paper_spec
@@ -451,6 +453,40 @@ def test_capacity_fit_separates_a_fixed_overhead_from_the_per_tuple_cost() -> No
     assert np.isinf(capacity_estimates(np.zeros((2, 6)))).all()
 
 
+def test_service_variability_is_learned_from_response_times_under_load() -> None:
+    """An M/G/1 operator with cs^2 = 0.5 (v = 0.75), observed with its utilisation and response time: the fit
+    recovers v, and the per-replica bound it gives is the rate where the true response time reaches R_max, where
+    M/M/1's (v = 1, the guess before any response time) is below it. Without response times nothing is fitted."""
+    spec = one_type_spec(10, 30)
+    r_max = spec.r_max_s
+    truth = QueueModel(service_mean_s=1 / 200, service_var_s2=(1 / 200) ** 2 / 2)
+    one, speed = np.array([1]), np.array([1.0])
+    policy = ModelBased(spec, {"capacity_bound": True})
+    blind = ModelBased(spec, {"capacity_bound": True})
+    for rate in (80.0, 110.0, 130.0, 150.0, 160.0):
+        rt, u = truth.response_time(one, speed, rate), truth.utilisation(one, speed, rate)
+        policy.step(Observation(one, rate, response_time_s=rt, violated=rt > r_max, utilisation=u))
+        blind.step(Observation(one, rate, violated=rt > r_max, utilisation=u))
+    assert queueing_variability(policy.delay_stats) == pytest.approx(0.75)
+    assert queueing_variability(blind.delay_stats) == 1.0
+    lo, hi = 0.0, 200.0  # the true bound, by bisection on the true model
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if truth.response_time(one, speed, mid) <= r_max else (lo, mid)
+    bound = mg1_rate_bound(np.array([200.0]), 0.75, r_max)[0]
+    assert bound == pytest.approx(lo, rel=1e-9)
+    assert policy._queueing_guess()[0] == pytest.approx(bound)
+    mm1 = mg1_rate_bound(np.array([200.0]), 1.0, r_max)[0]
+    assert mm1 == pytest.approx(200.0 - 1.0 / r_max) and mm1 < bound
+    assert blind._queueing_guess()[0] == pytest.approx(mm1)
+
+
+def test_mg1_rate_bound_edges() -> None:
+    assert np.isinf(mg1_rate_bound(np.array([np.inf]), 0.8, 0.1)).all()  # no measured capacity
+    assert mg1_rate_bound(np.array([5.0]), 0.8, 0.1)[0] == 0.0  # one service time (0.2 s) exceeds R_max
+    assert queueing_variability(np.array([0.1, 1.0])) == 0.5  # below a deterministic service's: clipped
+
+
 def test_capacity_estimate_is_durable_and_old_states_load_without_it() -> None:
     spec = one_type_spec(10, 30)
     policy = ModelBased(spec, {"capacity_bound": True})
@@ -462,10 +498,10 @@ def test_capacity_estimate_is_durable_and_old_states_load_without_it() -> None:
     assert policy.cap_stats[0, 0] == 2
     np.testing.assert_array_equal(restored.cap_stats, policy.cap_stats)
     meta, arrays = policy._get_state()
-    del arrays["cap_stats"]
+    del arrays["cap_stats"], arrays["delay_stats"]
     older = ModelBased(spec, {"capacity_bound": True})
     older._set_state(meta, arrays)
-    assert not older.cap_stats.any()
+    assert not older.cap_stats.any() and not older.delay_stats.any()
 
 
 def test_capacity_bound_must_be_a_boolean() -> None:
@@ -573,9 +609,17 @@ def test_capacity_bound_scales_out_after_a_step_instead_of_waiting_for_an_untrie
 
 def test_capacity_bound_measures_capacity_from_the_processing_rate_when_saturated_from_the_start() -> None:
     """An operator saturated from its first period (u = 1 always) measured no capacity before (only periods
-    with u < 1 did): the processing rate of a saturated period is the capacity, and the policy recovers."""
+    with u < 1 did): the processing rate of a saturated period is the capacity, and the policy recovers. (Without
+    the processing rate it now recovers too, later: under overload with a learned bound that the deployment in
+    place cannot meet, only capacity-adding actions remain; before, it stayed at 120 violated periods.)"""
     assert _step_run({"capacity_bound": True}, before=344.0, after=344.0) <= 5
-    assert _step_run({"capacity_bound": True}, processing_rate=False, before=344.0, after=344.0) > 100
+    assert _step_run({"capacity_bound": True}, processing_rate=False, before=344.0, after=344.0) <= 5
+    spec = one_type_spec(10, 30)
+    for processed, measured in ((None, False), (40.0, True)):
+        policy = ModelBased(spec, {"capacity_bound": True})
+        for _ in range(3):  # saturated: 60 tuples/s arriving on one replica that processes 40
+            policy.step(Observation(np.array([1]), 60.0, None, True, 1.0, True, processed))
+        assert np.isfinite(capacity_estimates(policy.cap_stats)[0]) == measured
 
 
 def test_scaled_to_unmeasured_speeds() -> None:

@@ -47,18 +47,22 @@ def capacity(k: np.ndarray) -> float:
     return float(TRUE.capacity(k, np.array([t.speedup for t in TYPES])))
 
 
-def test_after_a_step_one_reconfiguration_adds_several_replicas() -> None:
+def test_after_a_step_one_reconfiguration_carries_the_new_rate() -> None:
+    """A 3x step on 2 x A2: the papers' one-replica policy takes 5 reconfigurations (A3 added twice, then the
+    A2s swapped out one by one through a violated period); the multi-replica step goes to 2 x A3 in one. The
+    best one-replica action adds an A3, so the step may use A3 too (before, a step kept the types in place:
+    1 x A1 -> 1 x A1 + 1 x A3 -> 2 x A3 on bench_loop's step, two reconfigurations and two waits for nodes)."""
     rates = [150.0] * 80 + [450.0] * 40
     multi, single = run(MULTI, rates), run({"capacity_bound": True}, rates)
     violated = [sum(v for _, _, v, _ in r[80:]) for r in (multi, single)]
     assert violated[0] < violated[1]
-    changes_after = [p for _, _, _, p in multi[80:] if not p.is_noop]
-    assert changes_after[0].action == JUMP
-    step = changes_after[0].deployment - multi[80 + [p for *_, p in multi[80:]].index(changes_after[0])][0]
-    assert step.sum() >= 2, step
-    assert changes_after[0].explanation["action"].startswith("in one step: add ")
-    # the step stays on the node type in place
-    assert (changes_after[0].deployment[step == 0] == multi[80][0][step == 0]).all()
+    changes = [[p for _, _, _, p in r[80:] if not p.is_noop] for r in (multi, single)]
+    assert len(changes[0]) == 1 < len(changes[1]), changes
+    (step,) = changes[0]
+    assert step.action == JUMP and step.explanation["action"].startswith("in one step: ")
+    assert capacity(step.deployment) > 450.0
+    assert step.deployment[2] > 0  # the type the best one-replica action brought (A3)
+    assert not any(v for _, _, v, _ in multi[82:])
 
 
 def test_no_step_to_less_capacity_under_overload_and_none_without_the_option(taxi_head) -> None:
@@ -140,9 +144,12 @@ def test_change_and_description_of_a_step() -> None:
 def test_an_operator_overloaded_from_its_first_period_leaves_the_overload() -> None:
     """Never within its bound, the policy's per-replica bound was the midpoint of [0, measured capacity]: half
     the capacity, so every deployment it could reach looked too small and it kept 1 x A1 + 1 x A2 at 100 %
-    violations. The queueing estimate (capacity - 1 / R_max) and the re-solve on new bounds fix it."""
+    violations. The queueing estimate (M/M/1's capacity - 1 / R_max until response times under load are
+    measured, then M/G/1 with the learned variability) and the re-solve on new bounds fix it. The learned bound
+    is the true one, without M/M/1's margin: one bet on a calm period of this noisy rate (873 after 930s) costs
+    two more violated periods than the M/M/1 guess did (3)."""
     out = run(MULTI, [942.0, 948.0, 930.0, 930.0, 873.0, 969.0, 950.0, 940.0] * 3)
-    assert sum(v for _, _, v, _ in out) <= 3
+    assert sum(v for _, _, v, _ in out) <= 5
     assert not any(v for _, _, v, _ in out[-10:])
 
 
@@ -156,9 +163,9 @@ def test_the_queueing_guess_replaces_the_midpoint_only_inside_the_bracket() -> N
 
 
 def test_under_a_node_limit_the_step_adds_the_fewest_replicas_that_meet_the_bound() -> None:
-    """``Observation.node_limited``: after a 4x step on 2 x A2, the unlimited choice stays on A2 (6 replicas,
-    4 new); under the region's node limit the step goes to the deployment the model expects to meet the bound
-    with the fewest new replicas, of any type (3 x A3: 3 new), and says why."""
+    """``Observation.node_limited``: after a 4x step on 2 x A2, under the region's node limit the step goes to
+    the deployment the model expects to meet the bound with the fewest new replicas, of any type (3 x A3: 3
+    new; 6 x A2 or 4 x A1 would need 4), and says why."""
     s = spec()
 
     def at_step(limited: bool) -> tuple[np.ndarray, dict]:
@@ -175,11 +182,19 @@ def test_under_a_node_limit_the_step_adds_the_fewest_replicas_that_meet_the_boun
         return proposal.deployment, proposal.explanation
 
     unlimited, explanation = at_step(False)
-    assert unlimited[1] >= 5 and unlimited[[0, 2]].sum() == 0, unlimited  # same type, >= 3 new replicas
     assert "node_limit" not in explanation
     limited, explanation = at_step(True)
-    new = np.maximum(limited - np.array([0, 2, 0]), 0).sum()
-    assert new < np.maximum(unlimited - np.array([0, 2, 0]), 0).sum()
-    assert capacity(limited) > 600.0, limited  # it carries the rate
+    start = np.array([0, 2, 0])
+    new = np.maximum(limited - start, 0).sum()
+    assert new <= np.maximum(unlimited - start, 0).sum()
+    # the fewest new replicas of any deployment within K_max that meets the bound under the true model
+    speeds = s.speedups
+    fewest = min(
+        np.maximum(np.array(k) - start, 0).sum()
+        for k in np.ndindex(11, 11, 11)
+        if 0 < sum(k) <= 10 and TRUE.response_time(np.array(k), speeds, 600.0) <= s.r_max_s
+    )
+    assert new == fewest == 3, limited
+    assert TRUE.response_time(limited, speeds, 600.0) <= s.r_max_s, limited  # it carries the rate
     assert explanation["node_limit"]["target"] == limited.tolist()
     assert "fewest new replicas" in explanation["node_limit"]["reason"]

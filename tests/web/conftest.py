@@ -168,7 +168,8 @@ def too_wide(pg, width: int = PHONE["width"]) -> list[str]:
 
 def unlabelled_fields(pg) -> list[str]:
     """Names of the page's form controls (except hidden ones and row templates) without an accessible label:
-    no <label> with text, no ``aria-label`` and no ``aria-labelledby`` naming an element with text."""
+    no <label> with text, no ``aria-label``, no ``aria-labelledby`` naming an element with text, and (submit,
+    reset and button inputs) no value to show."""
     return pg.evaluate(
         """() => {
             const text = (el) => !!el && el.textContent.trim().length > 0;
@@ -176,8 +177,10 @@ def unlabelled_fields(pg) -> list[str]:
                 || (el.getAttribute('aria-label') || '').trim().length > 0
                 || (el.getAttribute('aria-labelledby') || '').split(/\\s+/).filter(Boolean)
                        .some(id => text(document.getElementById(id)));
+            // a submit/reset/button input is named by its value (its visible text)
+            const byValue = (el) => ['submit', 'reset', 'button'].includes(el.type) && (el.value || '').trim().length > 0;
             return [...document.querySelectorAll('input:not([type=hidden]), select, textarea')]
-                .filter(el => !el.closest('template') && !named(el))
+                .filter(el => !el.closest('template') && !named(el) && !byValue(el))
                 .map(el => el.name || el.id || el.outerHTML.slice(0, 60));
         }"""
     )
@@ -195,7 +198,8 @@ def chart_problems(pg) -> list[str]:
             const axes = Object.keys(F).filter(k => /^[xy]axis\\d*$/.test(k) && F[k].visible !== false);
             const ys = axes.filter(k => k[0] === 'y'), xs = axes.filter(k => k[0] === 'x');
             const subtitles = (L.annotations || []).filter(a => /<b>.+<\\/b>/.test(a.text || '')).length;
-            if (!has(L) && subtitles < ys.length) out.push(name + ': no title');
+            // one title per plot area: an axis drawn over another one's plot (``overlaying``) adds none
+            if (!has(L) && subtitles < ys.filter(k => !F[k].overlaying).length) out.push(name + ': no title');
             ys.filter(k => !has(L[k])).forEach(k => out.push(name + ': ' + k + ' without title/unit'));
             if (xs.length && !xs.some(k => has(L[k]))) out.push(name + ': no x-axis title');
             return out;
@@ -243,5 +247,67 @@ def chart_overlaps(pg) -> list[str]:
             }
           });
           return out;
+        }"""
+    )
+
+
+def text_overlaps(pg) -> list[str]:
+    """Text and controls of the page (outside plotly charts, see :func:`chart_overlaps`) that overprint one
+    another: the boxes of every visible line of text (each text node's client rects) and of every form control,
+    image and drawing, compared pairwise; returns ``"a / b"`` for the pairs whose boxes intersect by more than
+    2 px both ways. Text hidden the accessible way (a 1-px clip, ``.visually-hidden``) and boxes scrolled out
+    of a scrolling container are not drawn, so not compared."""
+    return pg.evaluate(
+        """() => {
+          const items = [];
+          const seen = (el) => {
+            for (let p = el; p && p !== document.body; p = p.parentElement) {
+              const s = getComputedStyle(p);
+              if (s.visibility === 'hidden' || s.opacity === '0' || p.classList.contains('visually-hidden')) return false;
+              if (p.closest('.js-plotly-plot, template, noscript')) return false;
+            }
+            return true;
+          };
+          // the part of a box its scrolling ancestors show (null when none of it is shown)
+          const shown = (el, r) => {
+            let b = {l: r.left, r: r.right, t: r.top, b: r.bottom};
+            for (let p = el.parentElement; p && p !== document.body; p = p.parentElement) {
+              const s = getComputedStyle(p);
+              if (s.overflowX === 'visible' && s.overflowY === 'visible') continue;
+              const q = p.getBoundingClientRect();
+              b = {l: Math.max(b.l, q.left), r: Math.min(b.r, q.right), t: Math.max(b.t, q.top), b: Math.min(b.b, q.bottom)};
+            }
+            return b.r - b.l > 1 && b.b - b.t > 1 ? b : null;
+          };
+          const name = (el) => el.tagName.toLowerCase() + (el.id ? '#' + el.id : '')
+            + (typeof el.className === 'string' && el.className.trim() ? '.' + el.className.trim().split(/\\s+/)[0] : '');
+          const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+          for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+            const text = node.textContent.trim();
+            if (!text || !node.parentElement || !seen(node.parentElement)) continue;
+            const range = document.createRange();
+            range.selectNodeContents(node);
+            [...range.getClientRects()].forEach((r) => {
+              const b = shown(node.parentElement, r);
+              if (b) items.push([`${name(node.parentElement)} "${text.slice(0, 25)}"`, b, node]);
+            });
+          }
+          document.querySelectorAll('input:not([type=hidden]), select, textarea, button, img, svg, canvas, progress').forEach((el) => {
+            if (!seen(el) || (el.tagName === 'svg' && el.closest('svg') !== el)) return;
+            const r = el.getBoundingClientRect();
+            const b = shown(el, r);
+            if (b && r.width > 1 && r.height > 1) items.push([name(el), b, el]);
+          });
+          items.sort((a, b) => a[1].t - b[1].t);
+          const out = [];
+          for (let i = 0; i < items.length; i++) {
+            for (let j = i + 1; j < items.length && items[j][1].t < items[i][1].b - 2; j++) {
+              const [na, a, ea] = items[i], [nb, b, eb] = items[j];
+              if (ea === eb || ea.contains(eb) || eb.contains(ea)) continue;  // a button's own label, one text's lines
+              const w = Math.min(a.r, b.r) - Math.max(a.l, b.l), h = Math.min(a.b, b.b) - Math.max(a.t, b.t);
+              if (w > 2 && h > 2) out.push(`${na} / ${nb}`);
+            }
+          }
+          return out.slice(0, 20);
         }"""
     )

@@ -114,6 +114,27 @@ def test_bucket_reduce_mean_max_last_match_a_plain_loop():
         series.bucket_reduce(x, ys, 10, "median")
 
 
+def test_bucket_max_of_float32_rows_ignores_nan_and_infinities():
+    """The replicas chart reduces the rollup's float32 columns without widening them: the same maxima, a
+    bucket of only NaN (or infinities) stays NaN."""
+    rng = np.random.default_rng(2)
+    x = np.arange(1000, dtype=float)
+    ys = rng.integers(0, 9, size=(1000, 4)).astype(np.float32)
+    ys[:10, 0] = np.nan  # a whole bucket without data
+    ys[20:30, 1] = np.inf
+    ys[25, 1] = 3.0
+    ys[40:50, 2] = np.nan
+    ys[45, 2] = 7.0
+    bx, by = series.bucket_reduce(x, ys, 100, "max")
+    assert by.dtype == np.float64 and by.shape == (100, 4)
+    for b in range(100):
+        seg = ys[b * 10 : (b + 1) * 10].astype(float)
+        seg[~np.isfinite(seg)] = np.nan
+        want = [np.nan if np.isnan(c).all() else np.nanmax(c) for c in seg.T]
+        assert np.allclose(by[b], want, equal_nan=True), b
+    assert np.isnan(by[0, 0]) and by[2, 1] == 3.0 and by[4, 2] == 7.0
+
+
 def test_runs_make_intervals_and_merge_to_a_budget():
     x = np.arange(10) * 60.0
     flags = np.array([0, 1, 1, 0, 0, 1, 0, 1, 1, 1], dtype=bool)

@@ -31,6 +31,16 @@ ROOT = Path(settings.BASE_DIR)
 OWNER = "bench-control"
 
 
+def bench_producer(broker: str):  # noqa: ANN201 - a celery.Celery
+    """The Celery app that publishes the bench's ticks to ``broker``. Celery reads ``CELERY_BROKER_URL`` before the
+    ``broker`` argument, so with that variable set the ticks went to another Redis database than the workers'
+    (started with ``broker``) and the bench waited forever: the variable is set to ``broker`` for this process."""
+    from celery import Celery
+
+    os.environ["CELERY_BROKER_URL"] = broker
+    return Celery("bench", broker=broker)
+
+
 def cpu_seconds(pids: list[int]) -> dict[int, float]:
     """User + system CPU time (s) consumed so far by each of ``pids`` (Linux /proc; vanished pids are left out)."""
     tick = os.sysconf("SC_CLK_TCK")
@@ -101,9 +111,7 @@ class Command(BaseCommand):
             redis.Redis.from_url(opts["broker"]).flushdb()
         except redis.RedisError as exc:
             raise CommandError(f"--broker: Redis at {opts['broker']} is unreachable: {exc}") from None
-        from celery import Celery
-
-        producer = Celery("bench", broker=opts["broker"])
+        producer = bench_producer(opts["broker"])
         sizes = [int(x) for x in opts["operators"].split(",") if x]
         policies = [p for p in opts["policies"].split(",") if p]
         per_app = opts["ops_per_app"]

@@ -80,6 +80,7 @@ class Command(BaseCommand):
             raise CommandError("--days must be > 0, --operators >= 1, --repeat >= 1")
         from autoscaler.models import Application
 
+        load_start = _loadavg()
         existing = Application.objects.filter(owner__username=OWNER, name=NAME).first()
         expected = int(opts["days"] * 1440)
         started = time.perf_counter()
@@ -250,8 +251,9 @@ class Command(BaseCommand):
             "the rollup (answer cache cleared before each request). Each line series ships at most "
             f"{monitor_data.MAX_POINTS} points (LTTB); stacked areas are reduced per bucket on a shared axis.",
             f"Medians of {opts['repeat']} requests ({opts['raw_repeat']} for the raw baseline). CPU ms is this "
-            "process only (the web server's share; the database's is in the wall time). Load average at the "
-            f"end: {', '.join(f'{v:.1f}' for v in _loadavg())} on this machine's {os.cpu_count()} cores: wall "
+            "process only (the web server's share; SQLite's work is in it too, PostgreSQL's only in the wall time). "
+            f"Load average at the start: {', '.join(f'{v:.1f}' for v in load_start)}, at the end: "
+            f"{', '.join(f'{v:.1f}' for v in _loadavg())} on this machine's {os.cpu_count()} cores: wall "
             "times include waiting for a core, the CPU column is the request's own work.",
             "Before the rollups left the request path (issue 22) the first request after a week of bulk writes "
             "built them during the request (5.4 s) and a week took ~7 s to draw; now the rollup task "

@@ -44,7 +44,7 @@
   var measure = document.createElement("canvas").getContext("2d");
   function textWidth(t) { measure.font = FONT; return measure.measureText(t).width; }
   var M = {l: 62, r: 14, t: 8, b: 8};
-  var LEGEND_ROW_H = 19, LEGEND_PAD_H = 12, TICKS_H = 40, GAP_H = 16;  // as plotly draws them (px)
+  var LEGEND_ROW_H = 19, LEGEND_PAD_H = 12, TICKS_H = 46, GAP_H = 16;  // as plotly draws them (px)
 
   // a title's lines (words kept whole) that fit ``maxW`` pixels in the bold 13-px title font
   function wrap(text, maxW) {
@@ -90,7 +90,9 @@
       var b = blocks[i], y0 = b.top + b.titleH + b.legend.h;
       lay[axisName(i, "xaxis")] = {type: "date", anchor: ref(i, "y"), matches: i ? "x" : undefined,
                                     showticklabels: true, domain: [0, 1], automargin: false,
-                                    nticks: narrow ? 4 : 8};
+                                    nticks: narrow ? 4 : 8,
+                                    // below the y axis's lowest label, which a date at the left edge would touch
+                                    ticklabelstandoff: 6};
       lay[axisName(i, "yaxis")] = {domain: [py(y0 + plotH), py(y0)], anchor: ref(i, "x"), rangemode: "tozero",
                                     automargin: false, nticks: 5,
                                     title: {text: narrow ? "" : row.unit, standoff: 4}};
@@ -128,8 +130,10 @@
     return lay;
   }
   var RT_CLIP = 3;  // the response-time axis shows at most this many times R_max
+  var SAT_AT = 1.5;  // saturated markers sit at the axis top, at least this many times R_max: above its line
   function rtTop(d) {
     var highest = d.rtMaxMs === null ? d.rMaxMs : Math.max(d.rtMaxMs, d.rMaxMs);
+    if (d.saturated && d.saturated.length) { highest = Math.max(highest, SAT_AT * d.rMaxMs); }
     return Math.min(highest, RT_CLIP * d.rMaxMs);
   }
   function hline(i, y, color) {

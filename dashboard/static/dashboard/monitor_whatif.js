@@ -35,20 +35,77 @@
         r[2] + "</td></tr>";
     });
     out.innerHTML = html + "</tbody></table></div>";
-    if (window.Plotly) {
-      var x = res.series.x;
-      Plotly.newPlot("whatif-chart", [
-        {type: "scatter", mode: "lines", x: x, y: res.series.actualCostPerHour, name: "what happened (currency/h)"},
-        {type: "scatter", mode: "lines", x: x, y: res.series.simulatedCostPerHour, name: "what-if (currency/h)"},
-        {type: "scatter", mode: "lines", x: x, y: res.series.rate, name: "input rate (tuples/s)", yaxis: "y2",
-         line: {color: "#999", width: 1}}
-      ], {title: {text: "Cost per hour: what happened vs what-if (currency/h), input rate (tuples/s)"},
-          xaxis: {type: "date", title: {text: "time (UTC)"}}, yaxis: {title: {text: "currency/h"}, rangemode: "tozero"},
-          yaxis2: {title: {text: "tuples/s"}, overlaying: "y", side: "right", rangemode: "tozero"},
-          legend: {orientation: "h"}, height: 360, margin: {l: 60, r: 60, t: 50, b: 40}},
-        {responsive: true, displaylogo: false});
-    }
+    if (window.Plotly) { draw(res); }
   }
+
+  // Layout in pixels, top to bottom: the title (wrapped to the width), the legend (rows as plotly wraps its
+  // entries), the plot, the date labels; laid out again when the width changes, so nothing overprints.
+  var FONT = "12px \"Open Sans\", verdana, arial, sans-serif";
+  var measure = document.createElement("canvas").getContext("2d");
+  var chart = document.getElementById("whatif-chart");
+  var TITLE = "Cost per hour: what happened vs what-if (currency/h), input rate (tuples/s)";
+  var NAMES = ["what happened (currency/h)", "what-if (currency/h)", "input rate (tuples/s)"];
+  var lastRes = null;
+
+  function wrap(text, maxW) {
+    measure.font = "bold 14px \"Open Sans\", verdana, arial, sans-serif";
+    var lines = [], cur = "";
+    text.split(" ").forEach(function (w) {
+      var next = cur ? cur + " " + w : w;
+      if (cur && measure.measureText(next).width > maxW) { lines.push(cur); cur = w; } else { cur = next; }
+    });
+    if (cur) { lines.push(cur); }
+    return lines;
+  }
+
+  function layout() {
+    var W = Math.max(300, chart.clientWidth || 800), narrow = W < 600;
+    var M = {l: 60, r: 60, b: narrow ? 50 : 56};
+    var plotW = W - M.l - M.r;
+    measure.font = FONT;
+    // plotly gives each entry its text width ("entrywidth") + 40 px (symbol, gaps) + 5 px between entries
+    var entry = Math.min(plotW - 45, Math.ceil(Math.max.apply(null, NAMES.map(function (n) {
+      return measure.measureText(n).width; })) + 6));
+    var perRow = Math.max(1, Math.floor(plotW / (entry + 45)));
+    var legendH = Math.ceil(NAMES.length / perRow) * 19 + 12;
+    var lines = wrap(TITLE, W - 16), titleH = lines.length * 19 + 10;
+    var H = titleH + legendH + 240 + M.b;
+    return {
+      width: W, height: H, autosize: false, margin: {l: M.l, r: M.r, t: titleH + legendH, b: M.b},
+      font: {family: "\"Open Sans\", verdana, arial, sans-serif", size: 12},
+      // the title as a bold annotation: plotly shifts a multi-line layout title above its anchor
+      annotations: [{text: "<b>" + lines.join("<br>") + "</b>", xref: "paper", x: 0, xshift: 8 - M.l,
+                     xanchor: "left", yref: "paper", y: 1, yshift: titleH + legendH - 6, yanchor: "top",
+                     align: "left", showarrow: false, font: {size: 14}}],
+      xaxis: {type: "date", title: {text: "time (UTC)", standoff: 4}, nticks: narrow ? 3 : 8, automargin: false,
+              ticklabelstandoff: 6},
+      yaxis: {title: {text: "currency/h"}, rangemode: "tozero", automargin: false},
+      yaxis2: {title: {text: "tuples/s"}, overlaying: "y", side: "right", rangemode: "tozero", automargin: false},
+      legend: {orientation: "h", x: 0, xanchor: "left", y: 1, yanchor: "bottom", entrywidth: entry,
+               entrywidthmode: "pixels", traceorder: "normal", bgcolor: "rgba(255,255,255,0)"}
+    };
+  }
+
+  function draw(res) {
+    lastRes = res;
+    var x = res.series.x;
+    Plotly.react(chart, [
+      {type: "scatter", mode: "lines", x: x, y: res.series.actualCostPerHour, name: NAMES[0]},
+      {type: "scatter", mode: "lines", x: x, y: res.series.simulatedCostPerHour, name: NAMES[1]},
+      {type: "scatter", mode: "lines", x: x, y: res.series.rate, name: NAMES[2], yaxis: "y2",
+       line: {color: "#999", width: 1}}
+    ], layout(), {displaylogo: false}).then(function () {
+      chart.dataset.layoutWidth = String(Math.max(300, chart.clientWidth || 800));  // tests wait for a re-layout
+    });
+  }
+
+  var resizeTimer = null;
+  window.addEventListener("resize", function () {
+    clearTimeout(resizeTimer);
+    resizeTimer = setTimeout(function () {
+      if (lastRes && String(Math.max(300, chart.clientWidth || 800)) !== chart.dataset.layoutWidth) { draw(lastRes); }
+    }, 100);
+  });
 
   function poll() {
     fetch(url, {credentials: "same-origin"}).then(function (r) { return r.json(); }).then(function (d) {

@@ -1,7 +1,10 @@
 """Every page of the web app in a real browser, walked from the URL configuration (a page added later is
 checked without editing this test): each form control has a label, each chart a title and axis titles with
-units, and no page scrolls sideways at 1280x800 nor at phone width (375 px). Also: a scaling-event marker on
-the dashboard's chart opens its decision when clicked."""
+units, no page scrolls sideways at 1280x800 nor at phone width (375 px), and at both widths no text or control
+overprints another (bounding boxes of every line of text and every control; inside charts, titles, legends,
+tick labels and plot areas). A screenshot of every page at both widths is saved under
+``test-artifacts/screenshots/`` (``page-*``). Also: a scaling-event marker on the dashboard's chart opens its
+decision when clicked."""
 
 from __future__ import annotations
 
@@ -15,13 +18,23 @@ from autoscaler.control.tick import run_tick
 from dashboard.models import WhatIfRun
 from dashboard.tasks import execute
 
-from ..conftest import DESKTOP, PHONE, chart_problems, horizontal_overflow, too_wide, unlabelled_fields
+from ..conftest import (
+    DESKTOP,
+    PHONE,
+    chart_overlaps,
+    chart_problems,
+    horizontal_overflow,
+    screenshot,
+    text_overlaps,
+    too_wide,
+    unlabelled_fields,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 BASE_SLOT = 29_000_000
 #: routes that are not pages (downloads, JSON for scripts, POST-only actions)
-NOT_PAGES = (".json", ".yaml", "/state/", "/export/")
+NOT_PAGES = (".json", ".yaml", "/state/", "/export/", "/logout/")
 
 
 def page_routes() -> list[str]:
@@ -33,7 +46,9 @@ def page_routes() -> list[str]:
                 yield "/" + prefix + str(p.pattern)
 
     (app,) = [r for r in get_resolver().url_patterns if getattr(r, "namespace", None) == "dashboard"]
-    return [r for r in walk(app.url_patterns) if not r.endswith(NOT_PAGES)]
+    (accounts,) = [r for r in get_resolver().url_patterns if str(r.pattern) == "accounts/"]
+    pages = list(walk(app.url_patterns)) + list(walk(accounts.url_patterns, "accounts/"))
+    return [r for r in pages if not r.endswith(NOT_PAGES)]
 
 
 @pytest.fixture
@@ -78,6 +93,25 @@ def settle(pg) -> None:
         )
 
 
+def relaid(pg, size: dict) -> None:
+    """Wait until the page laid itself out for the viewport ``size``: the dashboard's charts for the new width,
+    plotly's responsive charts after their resize."""
+    for chart in ("charts", "whatif-chart"):  # laid out by the page's script for its width
+        if pg.locator(f"#{chart}.js-plotly-plot").count():
+            pg.wait_for_function(
+                f"() => {{ const el = document.getElementById('{chart}');"
+                " return el.dataset.layoutWidth === String(Math.max(300, el.clientWidth)); }"
+            )
+    if pg.locator(".js-plotly-plot").count():
+        pg.wait_for_timeout(400)
+
+
+def shot_name(url: str) -> str:
+    """``page-<path>`` with the path's slashes and query as dashes: the screenshot files of a page."""
+    words = "".join(c if c.isalnum() else "-" for c in url).strip("-")
+    return "page-" + ("-".join(w for w in words.split("-") if w) or "fleet")
+
+
 def test_every_page_has_labels_chart_titles_and_fits_desktop_and_phone(logged_in_page, recorded):
     pg = logged_in_page
     app, run = recorded
@@ -86,7 +120,9 @@ def test_every_page_has_labels_chart_titles_and_fits_desktop_and_phone(logged_in
     urls = [concrete(r, app, run) for r in routes] + [f"/applications/{app.name}/whatif/?run={run.pk}"]
     problems: dict[str, list[str]] = {}
     charts = 0
+    shots = []
     for url in urls:
+        pg.set_viewport_size(DESKTOP)
         response = pg.goto(pg.base_url + url)
         assert response.status == 200, (url, response.status)
         settle(pg)
@@ -98,9 +134,14 @@ def test_every_page_has_labels_chart_titles_and_fits_desktop_and_phone(logged_in
             if extra > 0:
                 culprits = ", ".join(too_wide(pg, size["width"]))
                 found.append(f"{extra} px wider than a {size['width']} px screen: {culprits}")
+            pg.set_viewport_size(size)
+            relaid(pg, size)
+            found += [f"{size['width']} px: overlap {o}" for o in text_overlaps(pg) + chart_overlaps(pg)]
+        shots += screenshot(pg, shot_name(url), settle=lambda size: relaid(pg, size))
         if found:
             problems[url] = found
-    assert problems == {}
+    assert problems == {}, "\n".join(f"{u}: {p}" for u, ps in problems.items() for p in ps)
+    assert len(shots) == 2 * len(urls) and all(p.stat().st_size > 0 for p in shots)
     assert charts >= 1 + 4 + 1  # the dashboard's, two operators' heatmaps and curves, the what-if comparison
 
 

@@ -12,7 +12,7 @@ from autoscaler.control.builders import simulated_pipeline
 from autoscaler.control.tick import run_tick
 from dashboard.tasks import rollup_all
 
-from ..conftest import DESKTOP, PHONE, chart_overlaps, horizontal_overflow, screenshot
+from ..conftest import DESKTOP, PHONE, chart_overlaps, horizontal_overflow, screenshot, text_overlaps
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -109,3 +109,25 @@ def test_operator_graph_on_the_application_form_is_readable(logged_in_page, runn
         svg_h = pg.evaluate("() => document.querySelector('#dag svg').getBoundingClientRect().height")
         assert svg_h >= 60, (size, svg_h)
     screenshot(pg, "layout-app-form", settle=lambda size: pg.wait_for_timeout(200))
+
+
+def test_the_overlap_check_finds_overprinted_text_and_controls(page):
+    """The bounding-box check the page tests rely on: text printed over text or over a control is found, text
+    beside it, inside a button or scrolled out of its container is not."""
+    page.set_content(
+        """<div style="position:relative;height:200px;font:16px sans-serif">
+             <span id="a" style="position:absolute;left:10px;top:10px">First label</span>
+             <span id="b" style="position:absolute;left:40px;top:14px">Second label</span>
+             <input id="c" style="position:absolute;left:300px;top:60px;width:120px" aria-label="c">
+             <span style="position:absolute;left:320px;top:64px">under</span>
+             <button style="position:absolute;left:10px;top:120px">Inside a button</button>
+             <span style="position:absolute;left:200px;top:120px">Beside it</span>
+             <span class="visually-hidden" style="position:absolute;left:10px;top:120px">hidden the accessible way</span>
+           </div>"""
+    )
+    found = text_overlaps(page)
+    assert any('"First label"' in f and '"Second label"' in f for f in found), found
+    assert any("input#c" in f and '"under"' in f for f in found), found
+    assert len(found) == 2, found
+    page.evaluate("document.getElementById('b').style.top = '60px'; document.getElementById('c').remove()")
+    assert text_overlaps(page) == []

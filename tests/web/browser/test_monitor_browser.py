@@ -14,7 +14,7 @@ import threading
 import pytest
 
 from autoscaler.control.builders import simulated_pipeline
-from autoscaler.control.models import Decision
+from autoscaler.control.models import Decision, Tick
 from autoscaler.control.tick import run_tick
 from dashboard.tasks import rollup_all
 from dashboard.views import monitor_whatif as whatif_view
@@ -159,9 +159,24 @@ def test_a_saturated_period_is_marked_and_r_max_stays_readable(logged_in_page):
         """() => {
         const gd = document.querySelector('#charts');
         const t = gd.data.find(tr => tr.name && tr.name.startsWith('saturated'));
-        return {n: t ? t.x.length : 0, text: t ? t.text[0] : '', range: gd.layout.yaxis2.range};
+        const i = gd.data.indexOf(t);
+        const drawn = gd.querySelectorAll('.scatterlayer .trace')[i];
+        return {x: t ? t.x : [], y: t ? t.y : [], text: t ? t.text : [], range: gd.layout.yaxis2.range,
+                points: drawn ? drawn.querySelectorAll('path.point').length : 0};
     }"""
     )
-    assert info["n"] >= 1 and info["text"].startswith("> R_max, saturated")
+    # one marker at the start of every run of periods the engine reported unbounded (a path without a time)
+    unbounded = [
+        t.slot
+        for t in Tick.objects.filter(application=app, status="done").order_by("slot")
+        if any(v is None for v in t.metrics["path_response_time_s"].values())
+    ]
+    starts = [s for s in unbounded if s - 1 not in unbounded]
+    assert starts, "the run never saturated"
+    assert info["x"] == [s * app.om_period_s * 1000.0 for s in starts]
+    assert info["points"] == len(starts)
+    assert all(t.startswith("> R_max, saturated") for t in info["text"])
+    # drawn above the R_max line, inside an axis that stops at 3 x R_max: R_max stays readable
+    assert all(app.r_max_ms < y <= info["range"][1] for y in info["y"])
     assert info["range"][1] <= 3 * app.r_max_ms * 1.05 + 1e-9
     screenshot(pg, "monitor-dashboard-saturated")
