@@ -228,7 +228,7 @@ class Predictive(Policy):
         self._rcf[:, 0] = 0.0
         self._succ_t = np.ascontiguousarray(self._succ.T)  # actions x deployments: reductions over rows
         self._rcf_t = np.ascontiguousarray(self._rcf.T)
-        self._res = (self.spec.weights.res / float(self.spec.c_max)) * space.price
+        self._res = (self.spec.weights.res / self.spec.cost_scale) * space.price
         self._key = [self.spec.weights.perf, self.spec.weights.res, rcf, self.spec.r_max_s]
         self._build_stages()
 
@@ -467,7 +467,7 @@ def recoup_periods(spec: OperatorSpec) -> float:
     unit = float(np.median(np.asarray(spec.prices, dtype=float) / np.asarray(spec.speedups, dtype=float)))
     if w.res <= 0 or unit <= 0:
         return 0.0
-    return w.rcf * float(spec.c_max) / (w.res * unit)
+    return w.rcf * spec.cost_scale / (w.res * unit)
 
 
 def stage_edges(horizon: int, fine: int, block: int, near: int) -> np.ndarray:

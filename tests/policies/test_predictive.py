@@ -178,7 +178,7 @@ def test_the_plan_leaves_a_flash_crowds_deployment_once_the_savings_repay_the_mo
     64-period plan never sees the 4 removals back from a flash crowd's 6 replicas pay for themselves and held
     6 replicas for the rest of the run. The horizon reaching ``horizon_recoups`` recoup periods leaves them."""
     spec = paper_spec("B", 3, 10)
-    assert recoup_periods(spec) == pytest.approx(0.2 * spec.c_max / 0.2)
+    assert recoup_periods(spec) == pytest.approx(0.2 * spec.cost_scale / 0.2)
     trace = noisy(flash_shape(), 0)
     after = slice(len(trace) // 2 + 15 + 300, None)  # from one recoup time after the flash crowd on
     mean = {}
