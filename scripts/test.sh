@@ -12,6 +12,8 @@ if [ ! -x "${CHROMIUM:-/usr/bin/chromium}" ]; then
     SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo -n"
     $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
 fi
+# static types of the policy library and the connector interface ([tool.mypy] in pyproject.toml)
+.venv/bin/python -m mypy
 status=0
 # the 15 slowest tests are printed at the end (test time is watched: CI runs the whole suite on a loaded machine)
 .venv/bin/python -m pytest --durations=15 "$@" || status=$?
