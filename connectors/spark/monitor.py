@@ -321,8 +321,10 @@ def _stalled(
     last_start = last["timestamp"].timestamp()
     last_end = last_start + (last["batch_duration_ms"] or 0.0) / 1000.0
     last_s = max(last_end - last_start, interval_s)
-    started = min(last_end, running)  # the batch in flight (its first job may be submitted after it began)
-    busy_since = last_start if running - last_end <= interval_s else started
+    if running - last_end <= interval_s:  # busy throughout: the batch in flight began when the last one ended
+        started, busy_since = min(last_end, running), last_start  # (its first job may come a moment later)
+    else:  # the query sat idle in between: the batch in flight began with its oldest running job
+        started = busy_since = running
     if busy_since > period.start + interval_s:  # idle for more than a trigger interval in the period
         return None
     in_flight = period.end - started

@@ -76,6 +76,11 @@ class Command(BaseCommand):
         )
         parser.add_argument("--peak-executors", type=int, default=4)
         parser.add_argument(
+            "--trace",
+            default="taxi_last_month",
+            help="arrival-rate trace: a shipped name or a file of one rate (tuples/s) per trace minute",
+        )
+        parser.add_argument(
             "--trace-start",
             type=int,
             default=None,
@@ -194,10 +199,18 @@ class Command(BaseCommand):
             raise CommandError("--master: must start with spark://")
         if opts["control_plane"] and not opts["control_plane"].startswith(("http://", "https://")):
             raise CommandError("--control-plane: must start with http:// or https://")
+        try:
+            load_trace(opts["trace"], 0, 1)
+        except (ValueError, OSError) as exc:
+            raise CommandError(f"--trace: {exc}") from None
         trace_start = opts["trace_start"]
         if trace_start is None:
-            day = load_trace("taxi_last_month", 0, 1440)
+            day = load_trace(opts["trace"], 0, 1440)
             trace_start = int(day.argmin())
+        try:
+            load_trace(opts["trace"], trace_start, 1)
+        except ValueError as exc:
+            raise CommandError(f"--trace-start: {exc}") from None
         mu_oracle = opts["clairvoyant_capacity"]
         if mu_oracle is None:
             mu_oracle = 0.85 * 1000.0 / opts["wait_ms"]
@@ -209,16 +222,19 @@ class Command(BaseCommand):
         rate_scale = opts["rate_scale"]
         if rate_scale is None:  # the slice's peak = 0.9 x the nominal capacity of --peak-executors executors
             minutes = max(1, int(round(minutes_wall * opts["compress"])))
-            peak_rate = float(load_trace("taxi_last_month", trace_start, minutes).max())
+            peak_rate = float(load_trace(opts["trace"], trace_start, minutes).max())
             rate_scale = 0.9 * opts["peak_executors"] * 1000.0 / opts["wait_ms"] / peak_rate
         var = Path(settings.VAR_DIR) / "bench-spark"
         cfg = BenchConfig(
-            master=opts["master"], workdir=var / "runs", minutes=minutes_wall,
+            master=opts["master"], workdir=var / "runs", minutes=minutes_wall, trace=opts["trace"],
             compress=opts["compress"], rate_scale=rate_scale, trace_start=trace_start,
             wait_ms=opts["wait_ms"], interval_s=opts["interval"], period_s=opts["period"],
             r_max_s=opts["rmax"], k_max=opts["kmax"], partitions=opts["partitions"],
         )  # fmt: skip
-        peak, mean = static_sizes(cfg)
+        try:
+            peak, mean = static_sizes(cfg)
+        except ValueError as exc:
+            raise CommandError(f"--trace-start: {exc}") from None
         sched = cfg.schedule()
         rates = sched.per_step / sched.step_s
         self.stdout.write(

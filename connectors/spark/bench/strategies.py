@@ -112,7 +112,7 @@ class DS2(Strategy):
 def stalled(stats: PeriodStats) -> bool:
     """Records arrived in the period but no micro-batch finished in it: a batch has been running for longer
     than the period (overload), not an idle query."""
-    return stats.batch_duration_s is None and stats.input_rate > 0
+    return stats.busy_s_per_s <= 0 and stats.batch_duration_s is None and stats.input_rate > 0
 
 
 class Clairvoyant(Strategy):

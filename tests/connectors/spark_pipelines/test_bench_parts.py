@@ -44,6 +44,27 @@ def test_ds2_sizes_from_the_true_rate():
     assert DS2(k_max=3).decide(PeriodStats(1000.0, 100.0, 1.0, 0.5, 9.0, 9.0, 2)) == 3
 
 
+def test_a_period_without_a_finished_batch_is_overload_for_the_rule_and_ds2_not_idleness():
+    """Trips arrived but no micro-batch finished: one has run longer than the period. The rule read the missing
+    batch ratio as 0 (idle) and scaled in; DS2 had no rate to size with."""
+    stalled = PeriodStats(120.0, 0.0, 0.0, 0.0, None, None, 2, elapsed_s=60.0)
+    assert StreamingRule(k_max=6).decide(stalled) == 3
+    ds2 = DS2(k_max=6, headroom=0.0)
+    assert ds2.decide(stalled) == 2  # nothing measured yet: keeps its count, never fewer
+    assert ds2.decide(_stats(rate=100.0, busy=0.5, executors=2)) == 1  # 100 trips/s per busy executor
+    assert ds2.decide(PeriodStats(300.0, 0.0, 0.0, 0.0, None, None, 1)) == 3  # the last true rate, no scale-in
+    assert ds2.decide(PeriodStats(50.0, 0.0, 0.0, 0.0, None, None, 2)) == 2
+    idle = PeriodStats(0.0, 0.0, 0.0, 0.0, None, None, 2)  # nothing arrived, nothing ran
+    assert StreamingRule(k_max=6).decide(idle) == 1 and ds2.decide(idle) == 2
+
+
+def test_the_adapter_observes_the_processing_rate():
+    from connectors.spark.bench.strategies import observation
+
+    obs = observation(PeriodStats(190.0, 80.0, 1.2, 1.0, 30.0, 40.0, 2), 10.0, None)
+    assert obs.processing_rate == 80.0 and obs.input_rate == 190.0 and obs.violated
+
+
 def test_om_policy_adapter_proposes_a_feasible_count():
     policy = OMPolicy("ql-pds-plus", k_max=4, r_max_s=10.0, service_s=0.02, max_rate=200.0)
     for _ in range(5):
@@ -254,15 +275,26 @@ def test_bench_command_prints_the_clairvoyant_floor_without_starting_spark():
     from django.core.management import CommandError, call_command
 
     out = StringIO()
-    call_command("bench_spark", "--minutes", "5", "--floor-only", stdout=out)
-    assert "static peak 4" in out.getvalue() and "10 % headroom: 0.70 x static peak" in out.getvalue()
+    call_command("bench_spark", "--periods", "20", "--floor-only", stdout=out)
+    assert "static peak 4" in out.getvalue() and "= 0.70 x static peak" in out.getvalue()
     finer = StringIO()
     call_command(
-        "bench_spark", "--minutes", "5", "--kmax", "8", "--peak-executors", "8", "--floor-only", stdout=finer
+        "bench_spark", "--periods", "20", "--kmax", "8", "--peak-executors", "8", "--floor-only", stdout=finer
     )
     assert "static peak 8" in finer.getvalue() and "0.66 x static peak" in finer.getvalue()
     with pytest.raises(CommandError, match="--clairvoyant-capacity"):
         call_command("bench_spark", "--clairvoyant-capacity", "0", "--floor-only")
+    for args, field in (
+        (["--periods", "0"], "--periods"),
+        (["--repeat", "0"], "--repeat"),
+        (["--eta-r", "0"], "--eta-r"),
+        (["--policies", "no-such-policy"], "--policies"),
+        (["--master", "local[2]"], "--master"),
+        (["--trace", "/no/such/trace"], "--trace"),
+        (["--trace-start", "99999999"], "--trace-start"),
+    ):
+        with pytest.raises(CommandError, match=field):
+            call_command("bench_spark", *args, "--floor-only")
 
 
 def test_recorded_live_run_replays_to_the_engine_models_decisions():
