@@ -351,12 +351,15 @@ def _table(
 ) -> str:
     base = next((r for r in results if r.strategy == "static-peak" and r.core_seconds > 0), None)
     lines = [
-        "## Spark: scaling strategies on the taxi pipeline (bench_spark)",
+        "## Spark: benchmarks through the product (bench_spark, issue 21 part 2)",
         "",
         f"Taxi analytics (parse -> enrich with a {cfg.wait_ms:g} ms lookup per trip -> windowed aggregation "
-        f"per zone) on a local standalone cluster, Taxi trace minutes {trace_start}..."
+        f"per zone) on a local standalone cluster, trace {cfg.trace} minutes {trace_start}..."
         f"{trace_start + cfg.trace_minutes} compressed {cfg.compress:g}x (a run = {cfg.minutes:g} wall "
-        f"minutes), rates x {cfg.rate_scale:g}; micro-batch {cfg.interval_s:g} s, control period "
+        f"minutes), rates x {cfg.rate_scale:g}. Strategies named product:<policy> are the product's OM "
+        "policies registered by manifest and driven by the product's tick (control.tick, control.am_tune, "
+        "control.region_step) through the Spark connector, cold start unless -pretrained; the others are "
+        "harness strategies. Micro-batch {cfg.interval_s:g} s, control period "
         f"{cfg.period_s:g} s, R_max = {cfg.r_max_s:g} s (mean e2e latency per period), K_max = {cfg.k_max}, "
         f"{cfg.partitions} partitions. "
         f"Static peak = {peak}, static mean = {mean} executors (1 core each). Ratios are against static "
@@ -370,8 +373,8 @@ def _table(
         "micro-batch intervals; engine = the micro-batch engine model model-based fits online (overhead + "
         "per-record cost over waves of tasks, post-change penalty, policies/engine_model.py) fitted from the "
         "run's periods and replayed batch by batch on its executor series and arrival rates, with its "
-        "executor-seconds (connectors/spark/bench/prediction.py). Runs this short say little about learning "
-        "policies; the numbers are what was measured, on a machine shared with other jobs.",
+        "executor-seconds (connectors/spark/bench/prediction.py). The numbers are what was measured, on a "
+        "machine shared with other jobs.",
         "",
         "| strategy | periods | viol. % (fluid / sim / engine) | mean R s (fluid / sim / engine) | core-s "
         "(engine) | vs peak | cost $ | reconf. | apply mean/max s | downtime max s | trips | lost | dup. | error |",

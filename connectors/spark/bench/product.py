@@ -125,7 +125,11 @@ def documents(
                 "maxNodes": cfg.k_max,
                 "maxNewNodesPerPeriod": cfg.k_max,
                 # the bench cluster's master and the drivers' UIs take free ports on 127.0.0.1
-                "endpoints": ["spark://127.0.0.1:1024-65535", "http://127.0.0.1:1024-65535"],
+                "endpoints": [
+                    "spark://127.0.0.1:1024-65535",
+                    "http://127.0.0.1:1024-65535",
+                    "http://localhost:1024-65535",
+                ],
             },
         },
         {
