@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from django.db import connection
 
 from connectors.spark.bench.product import PREFIX
 from connectors.spark.bench.report import json_rows, summary
@@ -66,6 +67,13 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser) -> None:  # noqa: ANN001
         parser.add_argument("--periods", type=int, default=60, help="control periods per run")
+        parser.add_argument(
+            "--minutes",
+            type=float,
+            default=None,
+            help="wall minutes per run instead of --periods (the earlier runs' commands): periods = minutes x 60 "
+            "/ --period, rounded",
+        )
         parser.add_argument("--repeat", type=int, default=1, help="runs of every strategy (median and worst)")
         parser.add_argument("--compress", type=float, default=72.0, help="trace minutes per wall minute")
         parser.add_argument(
@@ -177,6 +185,10 @@ class Command(BaseCommand):
         for name in positive:
             if opts[name] <= 0:
                 raise CommandError(f"--{name.replace('_', '-')}: must be > 0")
+        if opts["minutes"] is not None:
+            if opts["minutes"] <= 0:
+                raise CommandError("--minutes: must be > 0")
+            opts["periods"] = max(1, round(opts["minutes"] * 60.0 / opts["period"]))
         for name in ("periods", "repeat", "kmax"):
             if opts[name] < 1:
                 raise CommandError(f"--{name}: must be >= 1, got {opts[name]}")
@@ -195,6 +207,12 @@ class Command(BaseCommand):
                     registry.resolve_om(p.removesuffix(PRETRAINED))
                 except ValueError as exc:
                     raise CommandError(f"{flag}: {exc}") from exc
+        if product and not opts["control_plane"] and connection.vendor == "sqlite" and not opts["floor_only"]:
+            raise CommandError(
+                "--policies: the product path serves the ingest endpoints in this process while the tick runs; "
+                "SQLite allows one writer at a time (the agent's writes fail as 'database is locked'): set "
+                "DATABASE_URL to a PostgreSQL database, or --control-plane to a server of this database"
+            )
         if opts["master"] and not opts["master"].startswith("spark://"):
             raise CommandError("--master: must start with spark://")
         if opts["control_plane"] and not opts["control_plane"].startswith(("http://", "https://")):

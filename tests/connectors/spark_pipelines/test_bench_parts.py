@@ -292,9 +292,17 @@ def test_bench_command_prints_the_clairvoyant_floor_without_starting_spark():
         (["--master", "local[2]"], "--master"),
         (["--trace", "/no/such/trace"], "--trace"),
         (["--trace-start", "99999999"], "--trace-start"),
+        (["--minutes", "-1"], "--minutes"),
     ):
         with pytest.raises(CommandError, match=field):
             call_command("bench_spark", *args, "--floor-only")
+    # --minutes (the earlier runs' commands) is --periods at the control period: 5 minutes = 20 periods of 15 s
+    same = StringIO()
+    call_command("bench_spark", "--minutes", "5", "--floor-only", stdout=same)
+    assert same.getvalue() == out.getvalue()
+    # the product path on SQLite without a separate server: refused before anything starts
+    with pytest.raises(CommandError, match="PostgreSQL"):
+        call_command("bench_spark", "--periods", "2", "--strategies", "")
 
 
 def test_recorded_live_run_replays_to_the_engine_models_decisions():
