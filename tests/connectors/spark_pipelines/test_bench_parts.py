@@ -52,7 +52,8 @@ def test_a_period_without_a_finished_batch_is_overload_for_the_rule_and_ds2_not_
     ds2 = DS2(k_max=6, headroom=0.0)
     assert ds2.decide(stalled) == 2  # nothing measured yet: keeps its count, never fewer
     assert ds2.decide(_stats(rate=100.0, busy=0.5, executors=2)) == 1  # 100 trips/s per busy executor
-    assert ds2.decide(PeriodStats(300.0, 0.0, 0.0, 0.0, None, None, 1)) == 3  # the last true rate, no scale-in
+    # no batch finished: sized with the last true rate, never scaled in
+    assert ds2.decide(PeriodStats(300.0, 0.0, 0.0, 0.0, None, None, 1)) == 3
     assert ds2.decide(PeriodStats(50.0, 0.0, 0.0, 0.0, None, None, 2)) == 2
     idle = PeriodStats(0.0, 0.0, 0.0, 0.0, None, None, 2)  # nothing arrived, nothing ran
     assert StreamingRule(k_max=6).decide(idle) == 1 and ds2.decide(idle) == 2
