@@ -166,6 +166,7 @@ def _stage_cmd(
         "--interval", str(cfg.interval_s), "--wait-ms", str(cfg.wait_ms), "--cpu-ms", str(cfg.cpu_ms),
         "--executors", str(strategy.initial()), "--executor-cores", "1", "--executor-memory-mib", "512",
         "--profile-name", PROFILE["name"], "--max-executors", str(cfg.k_max), "--retries", "5",
+        "--report-backlog",
     ]  # fmt: skip
     if strategy.dynamic:
         cmd.append("--dynamic-allocation")

@@ -336,3 +336,24 @@ def test_recorded_live_run_replays_to_the_engine_models_decisions():
         n["backlog_step"] for n in notes if "backlog_step" in n and n["backlog_step"]["target"] == [6]
     )
     assert step["backlog_tuples"] > 3000 and "drain it fastest" in step["reason"]
+
+
+def test_the_files_source_reports_written_but_unread_records_as_its_backlog(tmp_path: Path):
+    """What a Kafka source reports as offsets behind: the product's monitor adds the backlog's growth to the
+    rows read, so an overloaded query's input rate is the arrivals, not its own throughput."""
+    from connectors.spark.pipelines.run import FileBacklog
+    from connectors.spark.trace_source import _GENERATORS, FileTraceGenerator
+
+    gen = FileTraceGenerator(tmp_path / "in", {"kind": "taxi", "rateScale": 1.0, "traceMinutes": 5})
+    gen.write_available(gen.t0 + 10.0)  # 10 s of the trace written
+    _GENERATORS[str(tmp_path / "in")] = gen
+    try:
+        backlog = FileBacklog()
+        progress = {"numInputRows": 100, "sources": [{"description": "FileStreamSource", "metrics": {}}]}
+        first = json.loads(backlog.enrich(json.dumps(progress)))
+        assert first["sources"][0]["metrics"]["backlog"] == str(gen.next_index - 100)
+        second = json.loads(backlog.enrich(json.dumps({**progress, "numInputRows": 50})))
+        assert second["sources"][0]["metrics"]["backlog"] == str(gen.next_index - 150)
+        assert json.loads(backlog.enrich(json.dumps({"numInputRows": 5}))) == {"numInputRows": 5}
+    finally:
+        _GENERATORS.pop(str(tmp_path / "in"), None)
