@@ -266,6 +266,13 @@ class ExecutorSampler:
         self.core_s += last_k * (now - last_t)
         self.samples.append((now, last_k if executors is None else int(executors)))
 
+    def core_s_until(self, t: float) -> float:
+        """Executor-seconds from the first sample to ``t`` (epoch s), each sample's count held until the next."""
+        total = 0.0
+        for (a, k), (b, _) in zip(self.samples, [*self.samples[1:], (t, 0)], strict=True):
+            total += k * max(0.0, min(b, t) - a)
+        return total
+
     def at(self, t: float) -> int:
         """Executors of the last sample taken no later than ``t``."""
         k = self.samples[0][1]
@@ -390,7 +397,8 @@ def run_product(
     finally:
         if sampler is not None:
             sampler.stop()
-            res.core_seconds = sampler.core_s
+            # the measured periods only (as for the harness strategies), not the drain after the trace
+            res.core_seconds = sampler.core_s_until(ticked[-1][0] * period) if ticked else sampler.core_s
         stage.stop()
     acks = [
         {"durationS": a.duration_s, "downtimeS": a.downtime_s}

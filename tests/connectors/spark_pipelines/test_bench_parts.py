@@ -357,3 +357,17 @@ def test_the_files_source_reports_written_but_unread_records_as_its_backlog(tmp_
         assert json.loads(backlog.enrich(json.dumps({"numInputRows": 5}))) == {"numInputRows": 5}
     finally:
         _GENERATORS.pop(str(tmp_path / "in"), None)
+
+
+def test_the_product_runs_executor_seconds_stop_at_the_last_measured_period():
+    """Executors as the agent reported them, sampled each second: each count holds until the next sample; the
+    drain after the trace is not a measured period (the harness strategies stop counting there too)."""
+    from connectors.spark.bench.product import ExecutorSampler
+
+    sampler = ExecutorSampler(operator_id=1, initial=2, since=100.0)
+    sampler.tick(4, now=110.0)
+    sampler.tick(None, now=120.0)  # nothing new reported: the count holds
+    assert sampler.core_s == 2 * 10 + 4 * 10
+    assert sampler.core_s_until(115.0) == 2 * 10 + 4 * 5
+    assert sampler.core_s_until(130.0) == 2 * 10 + 4 * 20
+    assert (sampler.at(109.0), sampler.at(110.0), sampler.at(99.0)) == (2, 4, 2)
