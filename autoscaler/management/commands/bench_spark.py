@@ -377,7 +377,7 @@ def _table(
         f"minutes), rates x {cfg.rate_scale:g}. Strategies named product:<policy> are the product's OM "
         "policies registered by manifest and driven by the product's tick (control.tick, control.am_tune, "
         "control.region_step) through the Spark connector, cold start unless -pretrained; the others are "
-        "harness strategies. Micro-batch {cfg.interval_s:g} s, control period "
+        f"harness strategies. Micro-batch {cfg.interval_s:g} s, control period "
         f"{cfg.period_s:g} s, R_max = {cfg.r_max_s:g} s (mean e2e latency per period), K_max = {cfg.k_max}, "
         f"{cfg.partitions} partitions. "
         f"Static peak = {peak}, static mean = {mean} executors (1 core each). Ratios are against static "
