@@ -4,7 +4,8 @@ Per controlled operator (one streaming query) and period ``[start, end)``, from 
 started in the period:
 
 - input rate (tuples/s) = rows of the period's batches / period length, plus the growth of the backlog when the
-  source reports one (rows not yet taken into a batch);
+  source reports one (rows not yet taken into a batch), from the last batch before the period when it reported
+  one (a period holding a single batch shows the growth too), else over the period's own batches;
 - processing rate (tuples/s) = rows processed / period length;
 - utilisation = busy fraction of the period: sum of batch durations / period length, capped at 1 (with a
   trigger interval T a query that needs D <= T per batch is D/T busy);
@@ -235,7 +236,11 @@ class SparkMonitor(Monitor):
         durations = [(s["batch_duration_ms"] or 0.0) / 1000.0 for s in samples]
         busy = sum(durations)
         backlogs = [s["backlog"] for s in samples if s["backlog"] is not None]
-        growth = (backlogs[-1] - backlogs[0]) / length if len(backlogs) >= 2 else 0.0
+        before = _backlog_before(binding.operator, period) if backlogs else None
+        if before is not None:  # from the end of the batch before the period: a single batch shows growth too
+            growth = (backlogs[-1] - before) / length
+        else:
+            growth = (backlogs[-1] - backlogs[0]) / length if len(backlogs) >= 2 else 0.0
         processing = rows / length
         input_rate = max(processing + growth, 0.0)
         mean_d = busy / len(samples)
@@ -342,6 +347,20 @@ def _stalled(
         f"{in_flight:.1f} s (overload); input rate and response time estimated from the batch before it",
         batch_interval_s=interval_s,
     )
+
+
+def _backlog_before(operator: Any, period: Period) -> float | None:
+    """The backlog the source reported with the last batch triggered before the period (tuples), None when that
+    batch reported none (or there is no earlier batch)."""
+    from autoscaler.ingest.models import ProgressSample
+
+    row = (
+        ProgressSample.objects.filter(operator=operator, timestamp__lt=_ts(period.start))
+        .order_by("-timestamp")
+        .values_list("backlog", flat=True)
+        .first()
+    )
+    return None if row is None else float(row)
 
 
 def _partitions(samples: list[dict[str, Any]]) -> int | None:
