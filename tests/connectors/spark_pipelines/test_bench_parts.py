@@ -371,3 +371,39 @@ def test_the_product_runs_executor_seconds_stop_at_the_last_measured_period():
     assert sampler.core_s_until(115.0) == 2 * 10 + 4 * 5
     assert sampler.core_s_until(130.0) == 2 * 10 + 4 * 20
     assert (sampler.at(109.0), sampler.at(110.0), sampler.at(99.0)) == (2, 4, 2)
+
+
+@pytest.mark.django_db
+def test_the_pretrained_product_variant_stores_the_replayed_policy_as_the_operators_agent_state(
+    tmp_path: Path,
+):
+    """``<policy>-pretrained`` through the product: the manifests are applied, earlier periods are replayed
+    through the policy the tick builds, and the tick loads that state (it knows one executor violates at 60/s)."""
+    from dataclasses import asdict
+
+    from autoscaler.control.models import AgentState
+    from connectors.spark.bench.product import OPERATOR, pretrain, register
+
+    cfg = BenchConfig(master="spark://127.0.0.1:7077", workdir=tmp_path)
+    app, token = register(cfg, "model-based", eta_v=0.05, eta_r=0.2, am_period_s=150.0)
+    assert token.startswith("ssi_") and app.state == "running" and app.engine == "spark"
+    history = [
+        asdict(_stats(rate=r, executors=1, latency=30.0 if r >= 60 else 3.0)) for r in (20, 40, 60, 70, 30)
+    ]
+    assert pretrain(app, history, cfg) == len(history)
+    agent = AgentState.objects.get(operator__application=app, operator__name=OPERATOR)
+    assert agent.policy == "model-based" and agent.steps > 0
+    # loaded as the tick loads it, the state knows one executor cannot carry 90/s; a fresh policy does not yet
+    from autoscaler.control.tick import control_of
+    from autoscaler.control.topology import operator_spec, topology
+    from connectors.spark.bench.strategies import observation
+    from policies import registry
+
+    topo = topology(app)
+    op = next(o for o in topo.operators if o.name == OPERATOR)
+    spec = operator_spec(topo, op, control_of(app).am_config)
+    trained, fresh = registry.load("om", "model-based")(spec), registry.load("om", "model-based")(spec)
+    trained.load_state(bytes(agent.blob))
+    now = observation(_stats(rate=90.0, executors=1, latency=3.0), cfg.r_max_s, None)
+    assert int(trained.step(now).deployment.sum()) > 1
+    assert int(fresh.step(now).deployment.sum()) <= 1
