@@ -4,7 +4,8 @@ Per controlled operator (one streaming query) and period ``[start, end)``, from 
 started in the period:
 
 - input rate (tuples/s) = rows of the period's batches / period length, plus the growth of the backlog when the
-  source reports one (rows not yet taken into a batch);
+  source reports one (rows not yet taken into a batch), from the last batch before the period when it reported
+  one (a period holding a single batch shows the growth too), else over the period's own batches;
 - processing rate (tuples/s) = rows processed / period length;
 - utilisation = busy fraction of the period: sum of batch durations / period length, capped at 1 (with a
   trigger interval T a query that needs D <= T per batch is D/T busy);
@@ -18,6 +19,9 @@ started in the period:
 - service time (s per tuple per executor) = busy time x executors / rows;
 - micro-batches (for ``policies.engine_model``): mean batch duration (s), mean records per batch, the trigger
   interval (s) and the partitions of the stateful stage when the progress reports them;
+- a period in which no micro-batch started because one has been running since before it (the driver's REST API
+  lists a running job submitted before the period) is overload, not missing data: complete, utilisation 1, the
+  input rate and a lower bound of the response time estimated from the batch before it (``_stalled``);
 - deployment = active executors from the driver's REST API ``<uiUrl>/api/v1/applications/<id>/executors``
   (falling back to the count the agent last reported), under the profile's node-type name.
 
@@ -70,6 +74,36 @@ def rest_executors(ui_url: str, app_id: str = "", timeout_s: float = REST_TIMEOU
     return [r for r in rows if r.get("id") != "driver" and r.get("isActive", True)]
 
 
+def driver_ui(binding: Binding, status: Any) -> tuple[str, str]:
+    """(driver UI URL the monitor may ask, or "", and why a reported one is skipped) for the operator's
+    ``DriverStatus`` row ``status`` (None when never seen)."""
+    ui = binding.ui_url or (status.ui_url if status else "") or binding.fallback_ui_url
+    if ui and not binding.allowed.allows(ui):  # never a request to an address staff did not declare
+        return "", f" (driver UI {ui!r} is not a declared endpoint: not contacted)"
+    return ui, ""
+
+
+def running_job_since(ui_url: str, app_id: str = "", timeout_s: float = REST_TIMEOUT_S) -> float | None:
+    """Submission time (s since the epoch) of the oldest job the driver runs now (a micro-batch in flight),
+    None when it runs none. ``FetchError`` when the driver cannot be asked."""
+    base = ui_url.rstrip("/") + "/api/v1/applications"
+    if not app_id:
+        apps = fetch_json(base, timeout_s)
+        if not apps:
+            return None
+        app_id = apps[0]["id"]
+    jobs = fetch_json(f"{base}/{app_id}/jobs?status=running", timeout_s)
+    times = []
+    for job in jobs or []:
+        text = str(job.get("submissionTime", ""))  # e.g. 2026-11-28T16:42:55.300GMT
+        try:
+            when = dt.datetime.strptime(text.replace("GMT", ""), "%Y-%m-%dT%H:%M:%S.%f")
+        except ValueError:
+            continue
+        times.append(when.replace(tzinfo=dt.UTC).timestamp())
+    return min(times) if times else None
+
+
 def running_deployment(binding: Binding) -> tuple[Deployment, str]:
     """``({node type: executors}, source)`` with source ``rest``, ``agent`` or ``none``."""
     from autoscaler.ingest.models import DesiredState, DriverStatus
@@ -80,10 +114,7 @@ def running_deployment(binding: Binding) -> tuple[Deployment, str]:
         desired.profile if desired else None
     )
     name = (profile or {}).get("name") or _declared_type(binding.operator)
-    ui = binding.ui_url or (status.ui_url if status else "") or binding.fallback_ui_url
-    skipped = ""
-    if ui and not binding.allowed.allows(ui):  # never a request to an address staff did not declare
-        skipped, ui = f" (driver UI {ui!r} is not a declared endpoint: not contacted)", ""
+    ui, skipped = driver_ui(binding, status)
     if ui:
         try:
             n = len(rest_executors(ui, status.app_id if status and not binding.ui_url else ""))
@@ -163,6 +194,10 @@ class SparkMonitor(Monitor):
             )
         )
         if not samples:
+            if deployment:
+                stalled = _stalled(name, binding, period, deployment, self.batch_interval_s, source)
+                if stalled is not None:
+                    return stalled, stalled.response_time_s
             return OperatorMetrics(
                 name,
                 deployment,
@@ -201,7 +236,11 @@ class SparkMonitor(Monitor):
         durations = [(s["batch_duration_ms"] or 0.0) / 1000.0 for s in samples]
         busy = sum(durations)
         backlogs = [s["backlog"] for s in samples if s["backlog"] is not None]
-        growth = (backlogs[-1] - backlogs[0]) / length if len(backlogs) >= 2 else 0.0
+        before = _backlog_before(binding.operator, period) if backlogs else None
+        if before is not None:  # from the end of the batch before the period: a single batch shows growth too
+            growth = (backlogs[-1] - before) / length
+        else:
+            growth = (backlogs[-1] - backlogs[0]) / length if len(backlogs) >= 2 else 0.0
         processing = rows / length
         input_rate = max(processing + growth, 0.0)
         mean_d = busy / len(samples)
@@ -248,6 +287,80 @@ class SparkMonitor(Monitor):
             ),
             e2e,
         )
+
+
+def _stalled(
+    name: str, binding: Binding, period: Period, deployment: Deployment, interval_s: float, source: str
+) -> OperatorMetrics | None:
+    """The observation of a period in which no micro-batch started because the query was busy with batches
+    triggered before it (overload: the query is slower than its input): the driver runs a job now and the query
+    has been busy since the period's first trigger interval (the last finished batch, triggered before the
+    period, ran until the running one began). None otherwise (an idle query, or one that cannot be asked: the
+    period stays without data).
+
+    The batch in flight started when the last finished one ended (or, without one, when its oldest running job
+    was submitted); it holds what arrived while the last batch ran, so the input rate is estimated as that
+    batch's records over its duration (at least one trigger interval), the response time as the in-flight time
+    plus half that duration (a lower bound: the records are not out yet), utilisation 1, no processing rate and
+    no micro-batch sample (nothing finished to learn a batch duration from)."""
+    from autoscaler.ingest.models import DriverStatus, ProgressSample
+
+    status = DriverStatus.objects.filter(operator=binding.operator).first()
+    ui, _ = driver_ui(binding, status)
+    if status is None or not ui or status.last_seen.timestamp() < period.start:
+        return None
+    try:
+        running = running_job_since(ui, status.app_id if not binding.ui_url else "")
+    except (FetchError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    if running is None:
+        return None
+    last = (
+        ProgressSample.objects.filter(operator=binding.operator, timestamp__lt=_ts(period.start))
+        .order_by("-timestamp")
+        .values("timestamp", "num_input_rows", "batch_duration_ms")
+        .first()
+    )
+    if last is None or not last["num_input_rows"]:
+        return None
+    last_start = last["timestamp"].timestamp()
+    last_end = last_start + (last["batch_duration_ms"] or 0.0) / 1000.0
+    last_s = max(last_end - last_start, interval_s)
+    if running - last_end <= interval_s:  # busy throughout: the batch in flight began when the last one ended
+        started, busy_since = min(last_end, running), last_start  # (its first job may come a moment later)
+    else:  # the query sat idle in between: the batch in flight began with its oldest running job
+        started = busy_since = running
+    if busy_since > period.start + interval_s:  # idle for more than a trigger interval in the period
+        return None
+    in_flight = period.end - started
+    rate = last["num_input_rows"] / last_s
+    return OperatorMetrics(
+        operator=name,
+        deployment=deployment,
+        input_rate=rate,
+        processing_rate=None,
+        utilisation=1.0,
+        response_time_s=in_flight + last_s / 2.0,
+        response_time_p95_s=in_flight + last_s,
+        backlog=rate * in_flight,
+        reason=f"executors via {source}; no micro-batch finished or started in the period: one has run for "
+        f"{in_flight:.1f} s (overload); input rate and response time estimated from the batch before it",
+        batch_interval_s=interval_s,
+    )
+
+
+def _backlog_before(operator: Any, period: Period) -> float | None:
+    """The backlog the source reported with the last batch triggered before the period (tuples), None when that
+    batch reported none (or there is no earlier batch)."""
+    from autoscaler.ingest.models import ProgressSample
+
+    row = (
+        ProgressSample.objects.filter(operator=operator, timestamp__lt=_ts(period.start))
+        .order_by("-timestamp")
+        .values_list("backlog", flat=True)
+        .first()
+    )
+    return None if row is None else float(row)
 
 
 def _partitions(samples: list[dict[str, Any]]) -> int | None:

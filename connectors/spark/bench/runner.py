@@ -146,21 +146,89 @@ def batch_detail(prog: list[dict]) -> dict[str, list]:
     }
 
 
-def _stage_cmd(cfg: BenchConfig, strategy: Strategy, stub: IngestStub, workdir: Path, t0: float) -> list[str]:
+def _stage_cmd(
+    cfg: BenchConfig,
+    strategy: Strategy,
+    url: str,
+    workdir: Path,
+    application: str = "bench",
+    operator: str | None = None,
+) -> list[str]:
+    """The stage's command line; the agent reports to ``url`` as ``application``/``operator`` (default: the
+    strategy's name)."""
     cmd = [
         sys.executable, "-m", "connectors.spark.pipelines.run", "--pipeline", "taxi", "--stage", "all",
-        "--master", cfg.master, "--workdir", str(workdir), "--application", "bench", "--operator",
-        strategy.name, "--app-name", f"bench-{strategy.name}", "--url", stub.url,
+        "--master", cfg.master, "--workdir", str(workdir), "--application", application, "--operator",
+        operator or strategy.name, "--app-name", f"bench-{strategy.name}", "--url", url,
         "--trace", cfg.trace, "--trace-start", str(cfg.trace_start), "--trace-minutes", str(cfg.trace_minutes),
         "--compress", str(cfg.compress), "--rate-scale", str(cfg.rate_scale), "--source", "files",
         "--partitions", str(cfg.partitions), "--shuffle-partitions", str(cfg.partitions),
         "--interval", str(cfg.interval_s), "--wait-ms", str(cfg.wait_ms), "--cpu-ms", str(cfg.cpu_ms),
         "--executors", str(strategy.initial()), "--executor-cores", "1", "--executor-memory-mib", "512",
-        "--profile-name", "exec.small", "--max-executors", str(cfg.k_max), "--retries", "5",
+        "--profile-name", PROFILE["name"], "--max-executors", str(cfg.k_max), "--retries", "5",
+        "--report-backlog",
     ]  # fmt: skip
     if strategy.dynamic:
         cmd.append("--dynamic-allocation")
     return cmd
+
+
+class Stage:
+    """The pipeline's process (``connectors.spark.pipelines.run``, own process group, log in
+    ``workdir/stage.log``), its agent reporting to ``url`` with ``token`` (passed in the environment, not on
+    argv)."""
+
+    def __init__(self, cmd: list[str], workdir: Path, token: str) -> None:
+        self.workdir = workdir
+        self.logf = open(workdir / "stage.log", "wb")  # noqa: SIM115 - closed in stop()
+        # SPARK_LOCAL_IP: the driver (and its UI URL, which the agent reports) on 127.0.0.1 like the cluster
+        env = {
+            **os.environ,
+            "PYSPARK_PYTHON": sys.executable,
+            "STREAMSCALER_TOKEN": token,
+            "SPARK_LOCAL_IP": "127.0.0.1",
+        }
+        self.proc = subprocess.Popen(
+            cmd, stdout=self.logf, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+
+    def wait_t0(self, timeout_s: float = 600.0) -> float:
+        """t0 of the trace (epoch s): written by the stage's generator with its first file, once Spark and its
+        Python workers are up."""
+        t0_file = self.workdir / "input" / "_t0"
+        deadline = time.time() + timeout_s
+        while not t0_file.exists():
+            if self.proc.poll() is not None or time.time() > deadline:
+                raise RuntimeError(f"the stage did not start (see {self.workdir / 'stage.log'})")
+            time.sleep(0.5)
+        return float(t0_file.read_text())
+
+    def drain(self, total: int, drain_s: float) -> None:
+        """Wait (at most ``drain_s`` s) until the sink holds ``total`` trips: the generator stopped at the end of
+        the trace slice."""
+        deadline = time.time() + drain_s
+        while zone_totals(self.workdir)[1] < total and time.time() < deadline:
+            time.sleep(2.0)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(90)
+            except subprocess.TimeoutExpired:
+                pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.logf.close()
+
+
+def fresh_workdir(cfg: BenchConfig, name: str) -> Path:
+    workdir = cfg.workdir / name
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
+    return workdir
 
 
 def fluid_prediction(
@@ -187,27 +255,12 @@ def fluid_prediction(
 def run_strategy(cfg: BenchConfig, strategy: Strategy, log=print) -> RunResult:  # noqa: ANN001
     """Run ``strategy`` once (see module docstring)."""
     res = RunResult(strategy.name)
-    workdir = cfg.workdir / strategy.name
-    shutil.rmtree(workdir, ignore_errors=True)
-    workdir.mkdir(parents=True)
+    workdir = fresh_workdir(cfg, strategy.name)
     stub = IngestStub(token=new_token()).start()
-    logf = open(workdir / "stage.log", "wb")  # noqa: SIM115 - closed below
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "STREAMSCALER_TOKEN": stub.token}  # not on argv
-    t0 = 0.0  # set by the stage's generator once Spark and its Python workers are up (input/_t0)
-    proc = subprocess.Popen(
-        _stage_cmd(cfg, strategy, stub, workdir, t0), stdout=logf, stderr=subprocess.STDOUT, env=env,
-        start_new_session=True,
-    )  # fmt: skip
+    stage = Stage(_stage_cmd(cfg, strategy, stub.url, workdir), workdir, stub.token or "")
     sched = cfg.schedule()
     try:
-        # the trace starts when the generator writes its first file (t0 in input/_t0)
-        t0_file = workdir / "input" / "_t0"
-        deadline = time.time() + 600
-        while not t0_file.exists():
-            if proc.poll() is not None or time.time() > deadline:
-                raise RuntimeError(f"the stage did not start (see {workdir / 'stage.log'})")
-            time.sleep(0.5)
-        t0 = float(t0_file.read_text())
+        t0 = stage.wait_t0()
         k = strategy.initial()
         start = time.time()
         end_run = t0 + sched.duration_s
@@ -230,35 +283,35 @@ def run_strategy(cfg: BenchConfig, strategy: Strategy, log=print) -> RunResult: 
             row = {"start": p_start, "end": now, **asdict(stats), **batch_detail(prog)}
             res.series.append(row)
             want = strategy.decide(stats)
-            log(
-                f"  {strategy.name}: in {stats.input_rate:6.1f}/s, read {stats.processed_rate:6.1f}/s, "
-                f"batch/interval {stats.batch_ratio:4.2f}, "
-                f"R {stats.latency_mean_s if stats.latency_mean_s is not None else float('nan'):5.1f} s, "
-                f"executors {executors} -> {want if want is not None else '-'}{' (start-up)' if stats.startup else ''}"
-            )
+            log(period_line(strategy.name, stats, want))
             if want is not None and want != executors and not strategy.dynamic:
                 stub.set_desired(want, PROFILE)
-        # drain: the generator stopped at the end of the trace slice
-        deadline = time.time() + cfg.drain_s
-        while zone_totals(workdir)[1] < sched.total and time.time() < deadline:
-            time.sleep(2.0)
+        stage.drain(sched.total, cfg.drain_s)
         res.core_seconds = core_s
     except Exception as exc:  # noqa: BLE001 - reported in the result
         res.error = str(exc)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(90)
-            except subprocess.TimeoutExpired:
-                pass
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        logf.close()
+        stage.stop()
         stub.stop()
-    # results
+    finish(res, cfg, workdir, [a for _, a in stub.acks])
+    return res
+
+
+def period_line(name: str, stats: PeriodStats, want: int | None, note: str = "") -> str:
+    """One period of a run, as the bench prints it."""
+    lat = stats.latency_mean_s if stats.latency_mean_s is not None else float("nan")
+    return (
+        f"  {name}: in {stats.input_rate:6.1f}/s, read {stats.processed_rate:6.1f}/s, "
+        f"batch/interval {stats.batch_ratio:4.2f}, R {lat:5.1f} s, "
+        f"executors {stats.executors} -> {want if want is not None else '-'}"
+        f"{' (start-up)' if stats.startup else ''}{note}"
+    )
+
+
+def finish(res: RunResult, cfg: BenchConfig, workdir: Path, acks: list[dict[str, Any]]) -> None:
+    """The run's outcome into ``res`` from its series, the sink and the agent's acknowledgements
+    (``durationS``, ``downtimeS``): loss and duplication, violations, reconfigurations, the predictions."""
+    sched = cfg.schedule()
     totals, got = zone_totals(workdir)
     expected = expected_zone_trips(range(sched.total), _seed())
     res.expected, res.got = sched.total, got
@@ -270,7 +323,6 @@ def run_strategy(cfg: BenchConfig, strategy: Strategy, log=print) -> RunResult: 
         res.violations_pct = 100.0 * sum(r["latency_mean_s"] > cfg.r_max_s for r in periods) / len(res.series)
         res.latency_mean_s = float(np.mean([r["latency_mean_s"] for r in periods]))
     res.cost_usd = res.core_seconds / 3600.0 * PRICE_PER_CORE_HOUR
-    acks = [a for _, a in stub.acks]
     res.reconfigurations = len(acks)
     if acks:
         res.apply_mean_s = float(np.mean([a.get("durationS", 0.0) for a in acks]))
@@ -292,7 +344,6 @@ def run_strategy(cfg: BenchConfig, strategy: Strategy, log=print) -> RunResult: 
         eng = engine_prediction(res.series, cfg.interval_s, cfg.r_max_s, cfg.partitions)
         if eng is not None:
             res.engine_violations_pct, res.engine_latency_mean_s, res.engine_core_s = eng
-    return res
 
 
 def _seed() -> int:

@@ -72,6 +72,8 @@ class StreamingRule(Strategy):
         k = stats.executors
         if stats.startup:  # the query's start-up, not load (the Spark monitor reports it incomplete)
             return k
+        if stalled(stats):  # a batch runs longer than the period: the ratio is above period / interval
+            return min(self.k_max, k + 1)
         if stats.batch_ratio > self.up:
             return min(self.k_max, k + 1)
         if stats.batch_ratio < self.down:
@@ -87,14 +89,30 @@ class DS2(Strategy):
 
     def __init__(self, k_max: int, headroom: float = 0.2) -> None:
         self.k_max, self.headroom = k_max, headroom
+        #: the true rate per executor (records/s) of the last period with a finished batch
+        self.true_rate: float | None = None
 
     def decide(self, stats: PeriodStats) -> int | None:
-        if stats.startup or stats.busy_s_per_s <= 0 or stats.executors <= 0:  # start-up: see StreamingRule
-            return stats.executors
-        true_rate = stats.processed_rate / stats.busy_s_per_s / stats.executors
-        if true_rate <= 0:
-            return stats.executors
-        return int(min(self.k_max, max(1, math.ceil(stats.input_rate / true_rate * (1 + self.headroom)))))
+        k = stats.executors
+        if stats.startup or k <= 0:  # start-up: see StreamingRule
+            return k
+        if stats.busy_s_per_s > 0 and stats.processed_rate > 0:
+            self.true_rate = stats.processed_rate / stats.busy_s_per_s / k
+        elif not stalled(stats):  # nothing arrived, nothing ran: nothing to measure
+            return k
+        if self.true_rate is None or self.true_rate <= 0:
+            return k
+        want = int(
+            min(self.k_max, max(1, math.ceil(stats.input_rate / self.true_rate * (1 + self.headroom))))
+        )
+        # a period without a finished batch measured no capacity: never scale in on it
+        return max(want, k) if stalled(stats) else want
+
+
+def stalled(stats: PeriodStats) -> bool:
+    """Records arrived in the period but no micro-batch finished in it: a batch has been running for longer
+    than the period (overload), not an idle query."""
+    return stats.busy_s_per_s <= 0 and stats.batch_duration_s is None and stats.input_rate > 0
 
 
 class Clairvoyant(Strategy):
@@ -199,23 +217,9 @@ class OMPolicy(Strategy):
         self.policy: Any = cls(spec, params or None, 0)
 
     def decide(self, stats: PeriodStats) -> int | None:
-        from policies.base import Observation
-
-        if stats.latency_mean_s is None or stats.startup:  # incomplete (see PeriodStats): keep the deployment
+        obs = observation(stats, self.r_max_s, self.engine)
+        if obs is None:  # incomplete (see PeriodStats): keep the deployment
             return stats.executors
-        obs = Observation(
-            deployment=np.array([stats.executors]),
-            input_rate=stats.input_rate,
-            response_time_s=stats.latency_mean_s,
-            violated=stats.latency_mean_s > self.r_max_s,
-            utilisation=min(stats.busy_s_per_s, 1.5),
-        )
-        if self.engine is not None and stats.batch_duration_s is not None:
-            partitions, interval, period = self.engine
-            obs.batch_duration_s, obs.batch_records = stats.batch_duration_s, stats.batch_records
-            obs.partitions, obs.batch_interval_s, obs.period_s = partitions, interval, period
-            # the Spark monitor's estimate without a source-reported backlog
-            obs.backlog = stats.input_rate * max(0.0, stats.batch_duration_s - interval)
         return int(np.sum(self.policy.step(obs).deployment))
 
     def pretrain(self, series: list[dict[str, Any]]) -> int:
@@ -225,3 +229,29 @@ class OMPolicy(Strategy):
         for row in series:
             self.decide(PeriodStats(**{k: row[k] for k in fields if k in row}))
         return len(series)
+
+
+def observation(stats: PeriodStats, r_max_s: float, engine: tuple[int, float, float] | None) -> Any:
+    """The ``policies.base.Observation`` of one period as the Spark monitor reports it (input and processing
+    rates in records/s, mean e2e latency s, busy fraction, and with ``engine`` = (partitions, trigger interval
+    s, control period s) the micro-batch fields); None for a period the monitor reports incomplete (no latency
+    reported, or the query's start-up)."""
+    from policies.base import Observation
+
+    if stats.latency_mean_s is None or stats.startup:
+        return None
+    obs = Observation(
+        deployment=np.array([stats.executors]),
+        input_rate=stats.input_rate,
+        response_time_s=stats.latency_mean_s,
+        violated=stats.latency_mean_s > r_max_s,
+        utilisation=min(stats.busy_s_per_s, 1.5),
+        processing_rate=stats.processed_rate,
+    )
+    if engine is not None and stats.batch_duration_s is not None:
+        partitions, interval, period = engine
+        obs.batch_duration_s, obs.batch_records = stats.batch_duration_s, stats.batch_records
+        obs.partitions, obs.batch_interval_s, obs.period_s = partitions, interval, period
+        # the Spark monitor's estimate without a source-reported backlog
+        obs.backlog = stats.input_rate * max(0.0, stats.batch_duration_s - interval)
+    return obs

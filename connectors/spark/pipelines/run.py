@@ -47,6 +47,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="python",
         help="python: the Python data source; files: a generator thread + Spark's file source",
     )
+    p.add_argument(
+        "--report-backlog",
+        action="store_true",
+        help="files source under the agent: report the records written but not yet read as the source's "
+        "backlog (what a Kafka source reports as offsets behind), so the monitor sees arrivals, not reads",
+    )
     p.add_argument("--start-time", type=float, default=None, help="t0 of the trace (epoch s)")
     p.add_argument("--partitions", type=int, default=4, help="source partitions per micro-batch")
     p.add_argument("--shuffle-partitions", type=int, default=4)
@@ -148,6 +154,47 @@ def _standalone_session(args: argparse.Namespace, conf: dict[str, str]) -> Any:
     return builder.getOrCreate()
 
 
+class FileBacklog:
+    """The files source's backlog for the agent's progress: records the trace generator has written minus
+    records read by the finished micro-batches (cumulative over the process's query runs; a restarted query
+    resumes after the last committed batch), put into the progress as ``sources[0].metrics.backlog``."""
+
+    def __init__(self) -> None:
+        self.read = 0
+
+    def written(self) -> int | None:
+        from connectors.spark.trace_source import _GENERATORS
+
+        gens = list(_GENERATORS.values())
+        return gens[0].next_index if len(gens) == 1 else None
+
+    def enrich(self, progress_json: str) -> str:
+        import json
+
+        p = json.loads(progress_json)
+        self.read += int(p.get("numInputRows") or 0)
+        written = self.written()
+        if written is None or not p.get("sources"):
+            return progress_json
+        metrics = p["sources"][0].get("metrics") or {}
+        metrics["backlog"] = str(max(0, written - self.read))
+        p["sources"][0]["metrics"] = metrics
+        return json.dumps(p)
+
+    def attach(self, ag: Any) -> None:
+        """Route the agent's progress events through :meth:`enrich` (an event it cannot read passes as is)."""
+        inner = ag.on_progress
+
+        def on_progress(progress_json: str) -> None:
+            try:
+                progress_json = self.enrich(progress_json)
+            except Exception:  # noqa: BLE001 - never into the query
+                pass
+            inner(progress_json)
+
+        ag.on_progress = on_progress
+
+
 def _run_under_agent(
     args: argparse.Namespace, opts: StageOptions, build: Any, conf: dict[str, str], stop: dict[str, bool]
 ) -> int:
@@ -157,6 +204,7 @@ def _run_under_agent(
 
     profile = {"cores": args.executor_cores, "memoryMiB": args.executor_memory_mib, "name": args.profile_name}
     deadline = None if args.seconds is None else time.monotonic() + args.seconds
+    backlog = FileBacklog()  # across restarts: the records read so far
     for attempt in range(args.retries + 1):
         ag = agent_mod.run(
             lambda spark: build(spark, opts),
@@ -174,6 +222,8 @@ def _run_under_agent(
             max_executors=args.max_executors,
         )
         opts.latency.bind(ag.report_latency)
+        if args.report_backlog and args.source == "files":
+            backlog.attach(ag)
         print(f"{args.pipeline}/{args.stage}: running under the agent ({args.url})", flush=True)
         try:
             while deadline is None or time.monotonic() < deadline:

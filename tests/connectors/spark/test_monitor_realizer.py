@@ -97,6 +97,11 @@ def test_reported_backlog_raises_the_input_rate_and_is_the_backlog(app):
     c = build_connector(app).monitor.collect(Period(0, T0, T0 + 10)).operators["counter"]
     assert c.backlog == 450.0
     assert c.input_rate == pytest.approx(100.0 + 450.0 / 10)
+    # one long batch in the next period: its growth counts from the backlog the batch before it reported
+    ship(op, [progress(T0 + 10, 1200, 14000, e2e=(8.0, 9.0), backlog=750)])
+    c = build_connector(app).monitor.collect(Period(1, T0 + 10, T0 + 20)).operators["counter"]
+    assert c.backlog == 750.0
+    assert c.input_rate == pytest.approx(1200 / 10 + (750 - 450) / 10)
 
 
 def test_without_sink_latency_the_response_time_is_estimated_and_said_so(app):

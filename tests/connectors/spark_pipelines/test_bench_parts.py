@@ -44,6 +44,28 @@ def test_ds2_sizes_from_the_true_rate():
     assert DS2(k_max=3).decide(PeriodStats(1000.0, 100.0, 1.0, 0.5, 9.0, 9.0, 2)) == 3
 
 
+def test_a_period_without_a_finished_batch_is_overload_for_the_rule_and_ds2_not_idleness():
+    """Trips arrived but no micro-batch finished: one has run longer than the period. The rule read the missing
+    batch ratio as 0 (idle) and scaled in; DS2 had no rate to size with."""
+    stalled = PeriodStats(120.0, 0.0, 0.0, 0.0, None, None, 2, elapsed_s=60.0)
+    assert StreamingRule(k_max=6).decide(stalled) == 3
+    ds2 = DS2(k_max=6, headroom=0.0)
+    assert ds2.decide(stalled) == 2  # nothing measured yet: keeps its count, never fewer
+    assert ds2.decide(_stats(rate=100.0, busy=0.5, executors=2)) == 1  # 100 trips/s per busy executor
+    # no batch finished: sized with the last true rate, never scaled in
+    assert ds2.decide(PeriodStats(300.0, 0.0, 0.0, 0.0, None, None, 1)) == 3
+    assert ds2.decide(PeriodStats(50.0, 0.0, 0.0, 0.0, None, None, 2)) == 2
+    idle = PeriodStats(0.0, 0.0, 0.0, 0.0, None, None, 2)  # nothing arrived, nothing ran
+    assert StreamingRule(k_max=6).decide(idle) == 1 and ds2.decide(idle) == 2
+
+
+def test_the_adapter_observes_the_processing_rate():
+    from connectors.spark.bench.strategies import observation
+
+    obs = observation(PeriodStats(190.0, 80.0, 1.2, 1.0, 30.0, 40.0, 2), 10.0, None)
+    assert obs.processing_rate == 80.0 and obs.input_rate == 190.0 and obs.violated
+
+
 def test_om_policy_adapter_proposes_a_feasible_count():
     policy = OMPolicy("ql-pds-plus", k_max=4, r_max_s=10.0, service_s=0.02, max_rate=200.0)
     for _ in range(5):
@@ -254,15 +276,34 @@ def test_bench_command_prints_the_clairvoyant_floor_without_starting_spark():
     from django.core.management import CommandError, call_command
 
     out = StringIO()
-    call_command("bench_spark", "--minutes", "5", "--floor-only", stdout=out)
-    assert "static peak 4" in out.getvalue() and "10 % headroom: 0.70 x static peak" in out.getvalue()
+    call_command("bench_spark", "--periods", "20", "--floor-only", stdout=out)
+    assert "static peak 4" in out.getvalue() and "= 0.70 x static peak" in out.getvalue()
     finer = StringIO()
     call_command(
-        "bench_spark", "--minutes", "5", "--kmax", "8", "--peak-executors", "8", "--floor-only", stdout=finer
+        "bench_spark", "--periods", "20", "--kmax", "8", "--peak-executors", "8", "--floor-only", stdout=finer
     )
     assert "static peak 8" in finer.getvalue() and "0.66 x static peak" in finer.getvalue()
     with pytest.raises(CommandError, match="--clairvoyant-capacity"):
         call_command("bench_spark", "--clairvoyant-capacity", "0", "--floor-only")
+    for args, field in (
+        (["--periods", "0"], "--periods"),
+        (["--repeat", "0"], "--repeat"),
+        (["--eta-r", "0"], "--eta-r"),
+        (["--policies", "no-such-policy"], "--policies"),
+        (["--master", "local[2]"], "--master"),
+        (["--trace", "/no/such/trace"], "--trace"),
+        (["--trace-start", "99999999"], "--trace-start"),
+        (["--minutes", "-1"], "--minutes"),
+    ):
+        with pytest.raises(CommandError, match=field):
+            call_command("bench_spark", *args, "--floor-only")
+    # --minutes (the earlier runs' commands) is --periods at the control period: 5 minutes = 20 periods of 15 s
+    same = StringIO()
+    call_command("bench_spark", "--minutes", "5", "--floor-only", stdout=same)
+    assert same.getvalue() == out.getvalue()
+    # the product path on SQLite without a separate server: refused before anything starts
+    with pytest.raises(CommandError, match="PostgreSQL"):
+        call_command("bench_spark", "--periods", "2", "--strategies", "")
 
 
 def test_recorded_live_run_replays_to_the_engine_models_decisions():
@@ -295,3 +336,74 @@ def test_recorded_live_run_replays_to_the_engine_models_decisions():
         n["backlog_step"] for n in notes if "backlog_step" in n and n["backlog_step"]["target"] == [6]
     )
     assert step["backlog_tuples"] > 3000 and "drain it fastest" in step["reason"]
+
+
+def test_the_files_source_reports_written_but_unread_records_as_its_backlog(tmp_path: Path):
+    """What a Kafka source reports as offsets behind: the product's monitor adds the backlog's growth to the
+    rows read, so an overloaded query's input rate is the arrivals, not its own throughput."""
+    from connectors.spark.pipelines.run import FileBacklog
+    from connectors.spark.trace_source import _GENERATORS, FileTraceGenerator
+
+    gen = FileTraceGenerator(tmp_path / "in", {"kind": "taxi", "rateScale": 1.0, "traceMinutes": 5})
+    gen.write_available(gen.t0 + 10.0)  # 10 s of the trace written
+    _GENERATORS[str(tmp_path / "in")] = gen
+    try:
+        backlog = FileBacklog()
+        progress = {"numInputRows": 100, "sources": [{"description": "FileStreamSource", "metrics": {}}]}
+        first = json.loads(backlog.enrich(json.dumps(progress)))
+        assert first["sources"][0]["metrics"]["backlog"] == str(gen.next_index - 100)
+        second = json.loads(backlog.enrich(json.dumps({**progress, "numInputRows": 50})))
+        assert second["sources"][0]["metrics"]["backlog"] == str(gen.next_index - 150)
+        assert json.loads(backlog.enrich(json.dumps({"numInputRows": 5}))) == {"numInputRows": 5}
+    finally:
+        _GENERATORS.pop(str(tmp_path / "in"), None)
+
+
+def test_the_product_runs_executor_seconds_stop_at_the_last_measured_period():
+    """Executors as the agent reported them, sampled each second: each count holds until the next sample; the
+    drain after the trace is not a measured period (the harness strategies stop counting there too)."""
+    from connectors.spark.bench.product import ExecutorSampler
+
+    sampler = ExecutorSampler(operator_id=1, initial=2, since=100.0)
+    sampler.tick(4, now=110.0)
+    sampler.tick(None, now=120.0)  # nothing new reported: the count holds
+    assert sampler.core_s == 2 * 10 + 4 * 10
+    assert sampler.core_s_until(115.0) == 2 * 10 + 4 * 5
+    assert sampler.core_s_until(130.0) == 2 * 10 + 4 * 20
+    assert (sampler.at(109.0), sampler.at(110.0), sampler.at(99.0)) == (2, 4, 2)
+
+
+@pytest.mark.django_db
+def test_the_pretrained_product_variant_stores_the_replayed_policy_as_the_operators_agent_state(
+    tmp_path: Path,
+):
+    """``<policy>-pretrained`` through the product: the manifests are applied, earlier periods are replayed
+    through the policy the tick builds, and the tick loads that state (it knows one executor violates at 60/s)."""
+    from dataclasses import asdict
+
+    from autoscaler.control.models import AgentState
+    from connectors.spark.bench.product import OPERATOR, pretrain, register
+
+    cfg = BenchConfig(master="spark://127.0.0.1:7077", workdir=tmp_path)
+    app, token = register(cfg, "model-based", eta_v=0.05, eta_r=0.2, am_period_s=150.0)
+    assert token.startswith("ssi_") and app.state == "running" and app.engine == "spark"
+    history = [
+        asdict(_stats(rate=r, executors=1, latency=30.0 if r >= 60 else 3.0)) for r in (20, 40, 60, 70, 30)
+    ]
+    assert pretrain(app, history, cfg) == len(history)
+    agent = AgentState.objects.get(operator__application=app, operator__name=OPERATOR)
+    assert agent.policy == "model-based" and agent.steps > 0
+    # loaded as the tick loads it, the state knows one executor cannot carry 90/s; a fresh policy does not yet
+    from autoscaler.control.tick import control_of
+    from autoscaler.control.topology import operator_spec, topology
+    from connectors.spark.bench.strategies import observation
+    from policies import registry
+
+    topo = topology(app)
+    op = next(o for o in topo.operators if o.name == OPERATOR)
+    spec = operator_spec(topo, op, control_of(app).am_config)
+    trained, fresh = registry.load("om", "model-based")(spec), registry.load("om", "model-based")(spec)
+    trained.load_state(bytes(agent.blob))
+    now = observation(_stats(rate=90.0, executors=1, latency=3.0), cfg.r_max_s, None)
+    assert int(trained.step(now).deployment.sum()) > 1
+    assert int(fresh.step(now).deployment.sum()) <= 1

@@ -1,0 +1,106 @@
+"""A period in which no micro-batch started because the query is still busy with one triggered before it: the
+Spark monitor reports overload (complete, estimated), not missing data; an idle query stays without data.
+
+The driver's REST API is a small HTTP server on 127.0.0.1 answering the two calls the monitor makes (executors,
+running jobs): a batch that outlasts a whole control period cannot be provoked on demand without a real cluster
+(``test_bench_product`` does it live)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from autoscaler.ingest import store
+from autoscaler.ingest.models import DriverStatus
+from autoscaler.ingest.serializers import ProgressPayload
+from connectors.base import Period
+from connectors.factory import build_connector
+
+pytestmark = pytest.mark.django_db
+T0 = 1_800_000_000.0  # period start (s since the epoch)
+SMALL = {"name": "small", "cores": 1, "memoryMiB": 512}
+
+
+def gmt(t: float) -> str:
+    """Spark's REST time format."""
+    return dt.datetime.fromtimestamp(t, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "GMT"
+
+
+class DriverUI:
+    """The driver's REST API: 1 executor of app-x and the running jobs ``jobs``."""
+
+    def __init__(self) -> None:
+        self.jobs: list[dict[str, Any]] = []
+        ui = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                if self.path == "/api/v1/applications/app-x/executors":
+                    body: Any = [{"id": "driver", "isActive": True}, {"id": "1", "isActive": True}]
+                elif self.path == "/api/v1/applications/app-x/jobs?status=running":
+                    body = ui.jobs
+                else:
+                    body = []
+                raw = json.dumps(body).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+@pytest.fixture
+def ui():
+    server = DriverUI()
+    yield server
+    server.server.shutdown()
+    server.server.server_close()
+
+
+def test_a_batch_running_through_the_period_is_overload_and_an_idle_query_has_no_data(
+    django_user_model, make_app, ui
+):
+    app, _ = make_app(django_user_model.objects.create_user("alice"), "{batchIntervalS: 5.0}")
+    op = app.operators.get(name="counter")
+    first = {"runId": "r", "batchId": 0, "timestamp": dt.datetime.fromtimestamp(T0 - 60, tz=dt.UTC).isoformat(),
+             "numInputRows": 1, "batchDuration": 9000}  # fmt: skip
+    # the last finished batch: triggered 12 s before the period, 600 records in 8 s (75 records/s arrived)
+    last = {"runId": "r", "batchId": 7, "timestamp": dt.datetime.fromtimestamp(T0 - 12, tz=dt.UTC).isoformat(),
+            "numInputRows": 600, "batchDuration": 8000}  # fmt: skip
+    driver = {"uiUrl": ui.url, "appId": "app-x", "executors": 1, "profile": SMALL}
+    store.store_progress(op, ProgressPayload.model_validate({"progress": [first, last], "driver": driver}))
+    DriverStatus.objects.filter(operator=op).update(last_seen=dt.datetime.fromtimestamp(T0 + 14, tz=dt.UTC))
+    monitor = build_connector(app).monitor
+    period = Period(0, T0, T0 + 15)
+
+    # idle: the driver runs no job
+    m = monitor.collect(period)
+    assert not m.complete and "no progress from the Spark job" in m.reason
+
+    # busy: the next batch started when the last one ended (T0 - 4) and still runs at the period's end
+    ui.jobs = [{"jobId": 9, "submissionTime": gmt(T0 - 3.5), "status": "RUNNING"}]
+    m = monitor.collect(period)
+    assert m.complete, m.reason
+    c = m.operators["counter"]
+    assert "overload" in c.reason and c.deployment == {"small": 1}
+    assert c.utilisation == 1.0 and c.processing_rate is None and c.batch_duration_s is None
+    assert c.input_rate == pytest.approx(600 / 8.0)
+    in_flight = 15 + 4  # s: from T0 - 4 to the period's end
+    assert c.response_time_s == pytest.approx(in_flight + 8.0 / 2)
+    assert c.backlog == pytest.approx(600 / 8.0 * in_flight)
+    assert m.path_response_time_s == {"src->counter->out": pytest.approx(c.response_time_s)}
+
+    # a job that began late in the period after the query sat idle since the last batch: not a stall
+    ui.jobs = [{"jobId": 9, "submissionTime": gmt(T0 + 12), "status": "RUNNING"}]
+    assert not monitor.collect(period).complete
