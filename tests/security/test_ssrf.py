@@ -341,7 +341,9 @@ def test_a_declared_driver_ui_is_asked(alice, staff, pool, listener):
     application = spark_app_with_deployment(alice)
     ingest_driver_report(alice, listener.url)
     metrics = tick_metrics(application)
-    assert listener.requests == ["GET /api/v1/applications/app-1/executors"]
+    # the executors, and (a period without a batch) whether a job runs: the declared driver only
+    assert "GET /api/v1/applications/app-1/executors" in listener.requests, listener.requests
+    assert all(r.startswith("GET /api/v1/applications/app-1/") for r in listener.requests), listener.requests
     assert metrics["operators"]["counter"]["deployment"] == {"small": 1}  # the driver's one active executor
 
 
