@@ -82,6 +82,18 @@ class CostWeights:
             raise ValueError(f"weights must sum to 1 (perf + res + rcf), got {total:.6f}")
 
 
+def mg1_max_rate(service_s: np.ndarray, variance_s2: np.ndarray, r_max_s: float) -> np.ndarray:
+    """Largest per-replica arrival rate (tuples/s) at which an M/G/1 replica of mean service time ``service_s``
+    (s) and service-time variance ``variance_s2`` (s^2) stays within ``r_max_s`` (s), the closed form of the
+    Pollaczek-Khinchine bound: ``S + x (Var + S^2) / (2 (1 - x S)) <= R_max`` iff ``x <= (R_max - S) / ((Var +
+    S^2) / 2 + (R_max - S) S)``; 0 where one service time alone exceeds ``R_max``."""
+    s = np.asarray(service_s, dtype=float)
+    var = np.asarray(variance_s2, dtype=float)
+    slack = r_max_s - s
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(slack > 0, slack / ((var + s * s) / 2.0 + slack * s), 0.0)
+
+
 @dataclass(frozen=True)
 class QueueModel:
     """Per-replica queueing model of an operator.

@@ -116,12 +116,22 @@ def pause_all() -> None:
     Application.objects.filter(owner__username=OWNER).update(state=Application.State.PAUSED)
 
 
-def _run_task(task, args: tuple) -> Any:
+def run_task(task, args: tuple) -> Any:  # noqa: ANN001 - a Celery task
     """Run a Celery task function eagerly in this process; a failure raises ``LoopError`` with its cause."""
     result = task.apply(args=args)
     if result.failed():
         raise LoopError(f"{task.name}{args}: {result.result!r}\n{result.traceback}")
     return result.result
+
+
+def am_slot_due(app: Application, now_s: float, am_last: int) -> int | None:
+    """The AM slot to tune at ``now_s`` (s) when it is past ``am_last`` and the AM has configured the application
+    (its first tick writes the bounds), as one dispatch publishes ``control.am_tune``; else None."""
+    am_slot = slot_of(now_s, app.am_period_s)
+    if am_slot <= am_last:
+        return None
+    configured = ApplicationControl.objects.filter(application=app).values_list("am_config", flat=True)[0]
+    return am_slot if configured.get("bounds_ms") else None
 
 
 def run_scenario(
@@ -150,29 +160,23 @@ def run_scenario(
             due_am = []
             for app in apps:
                 slot = first[app.pk] + p
-                now_s = slot * app.om_period_s
-                am_slot = slot_of(now_s, app.am_period_s)
-                configured = bool(
-                    ApplicationControl.objects.filter(application=app)
-                    .values_list("am_config", flat=True)[0]
-                    .get("bounds_ms")
-                )
+                am_slot = am_slot_due(app, slot * app.om_period_s, am_last[app.pk])
                 t0 = time.perf_counter()
-                _run_task(tasks.tick, (app.pk, slot, None, float(app.om_period_s)))
+                run_task(tasks.tick, (app.pk, slot, None, float(app.om_period_s)))
                 run.tick_s += time.perf_counter() - t0
                 run.ticks += 1
-                if configured and am_slot > am_last[app.pk]:
+                if am_slot is not None:
                     due_am.append((app, am_slot))
             for app, am_slot in due_am:
                 t0 = time.perf_counter()
-                _run_task(tasks.am_tune, (app.pk, am_slot))
+                run_task(tasks.am_tune, (app.pk, am_slot))
                 run.am_s += time.perf_counter() - t0
                 run.am_tunings += 1
                 am_last[app.pk] = am_slot
             # the region's RM period (its own, else the shortest OM period of its running applications)
             now_s = (first[apps[0].pk] + p) * float(apps[0].om_period_s)
             t0 = time.perf_counter()
-            _run_task(tasks.region_step, (region.pk, slot_of(now_s, region_period_s(region))))
+            run_task(tasks.region_step, (region.pk, slot_of(now_s, region_period_s(region))))
             run.region_s += time.perf_counter() - t0
             run.region_steps += 1
         run.wall_s = time.perf_counter() - started

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from policies.model import OperatorSpec
+from policies.model import OperatorSpec, mg1_max_rate
 
 # ---------------------------------------------------------------------------------------------------------------
 # deployment spaces
@@ -262,11 +262,7 @@ def rate_thresholds(spec: OperatorSpec, space: DeploymentSpace) -> np.ndarray:
     r_max = spec.r_max_s
     if space.grid:
         s = m.service_mean_s / space.class_speed
-        var = m.variance / space.class_speed**2
-        slack = r_max - s
-        with np.errstate(divide="ignore", invalid="ignore"):
-            x = np.where(slack > 0, slack / ((var + s * s) / 2.0 + slack * s), 0.0)
-        return space.class_n * x
+        return space.class_n * mg1_max_rate(s, m.variance / space.class_speed**2, r_max)
     out = np.empty(space.n_classes)
     speeds = spec.speedups
     for i, k in enumerate(space.deployments):

@@ -134,7 +134,7 @@ import numpy as np
 from policies import forecast
 from policies.base import JUMP, Observation, Policy, apply_action
 from policies.engine_model import MicroBatchModel
-from policies.model import OperatorSpec
+from policies.model import OperatorSpec, mg1_max_rate
 from policies.om import engine_plan, mdp
 
 # ---- hyperparameters (paper defaults; CleanRL style) ------------------------------------------------------------
@@ -1056,15 +1056,14 @@ def queueing_variability(delay_stats: np.ndarray) -> float:
 
 def mg1_rate_bound(capacity: np.ndarray, variability: float, r_max_s: float) -> np.ndarray:
     """Per-replica arrival rate (tuples/s) at which an M/G/1 queue of service rate ``capacity`` (tuples/s) and
-    variability ``v`` (:func:`queueing_variability`) reaches the response time ``r_max_s`` (s): from
-    ``R = s + s v u / (1 - u)``, ``u / (1 - u) = g = (R_max / s - 1) / v`` and ``x = c g / (1 + g)``; ``v = 1``
+    variability ``v`` (:func:`queueing_variability`) reaches the response time ``r_max_s`` (s):
+    :func:`policies.model.mg1_max_rate` with mean service ``1 / c`` and variance ``(2 v - 1) / c^2``; ``v = 1``
     gives M/M/1's ``c - 1 / R_max``. 0 where one service time alone exceeds the bound, ``inf`` where the capacity
     is unknown (``inf``)."""
     c = np.asarray(capacity, dtype=float)
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        g = np.maximum(r_max_s * c - 1.0, 0.0) / variability
-        x = np.where(np.isinf(c), np.inf, c * g / (1.0 + g))
-    return x
+    with np.errstate(divide="ignore"):
+        s = 1.0 / c
+    return np.where(np.isinf(c), np.inf, mg1_max_rate(s, (2.0 * variability - 1.0) * s * s, r_max_s))
 
 
 def scaled_to_unmeasured_speeds(capacity: np.ndarray, speeds: np.ndarray) -> np.ndarray:

@@ -319,14 +319,6 @@ def window(operator_id: int, start: float, end: float) -> tuple[list[dict], list
     return prog, lat
 
 
-def _run_task(task, args: tuple) -> Any:  # noqa: ANN001
-    """A Celery task function run eagerly in this process; a failure raises ``RuntimeError`` with its cause."""
-    result = task.apply(args=args)
-    if result.failed():
-        raise RuntimeError(f"{task.name}{args}: {result.result!r}")
-    return result.result
-
-
 def run_product(
     cfg: BenchConfig,
     strategy: ProductPolicy,
@@ -342,8 +334,8 @@ def run_product(
     reports to (a :class:`ControlPlane` or a server of the same database); ``history``: earlier runs' periods
     for ``-pretrained``; ``am_period_s``: T_AM (default 10 control periods); ``tick_delay_s``: how long after
     a slot boundary its tick runs (default one trigger interval: the last batch of the period reported)."""
+    from autoscaler.benchloop.runner import am_slot_due, run_task
     from autoscaler.control import tasks
-    from autoscaler.control.models import ApplicationControl
     from autoscaler.control.regions import region_period_s
     from autoscaler.control.tick import slot_of
     from autoscaler.ingest.models import AppliedAck
@@ -374,18 +366,13 @@ def run_product(
             wake = slot * period + delay
             while time.time() < wake:
                 time.sleep(min(1.0, max(wake - time.time(), 0.0)))
-            out = _run_task(tasks.tick, (app.pk, slot, None, period))
+            out = run_task(tasks.tick, (app.pk, slot, None, period))
             status = (out or {}).get("status") or (out or {}).get("skipped") or "-"
-            configured = bool(
-                ApplicationControl.objects.filter(application=app)
-                .values_list("am_config", flat=True)[0]
-                .get("bounds_ms")
-            )
-            am_slot = slot_of(slot * period, am_period_s)
-            if configured and am_slot > am_last:
-                _run_task(tasks.am_tune, (app.pk, am_slot))
+            am_slot = am_slot_due(app, slot * period, am_last)
+            if am_slot is not None:
+                run_task(tasks.am_tune, (app.pk, am_slot))
                 am_last = am_slot
-            _run_task(tasks.region_step, (region.pk, slot_of(slot * period, region_period_s(region))))
+            run_task(tasks.region_step, (region.pk, slot_of(slot * period, region_period_s(region))))
             ticked.append((slot, status))
             log(_tick_line(strategy.name, app, slot, status))
             slot += 1
