@@ -641,10 +641,11 @@ class ModelBased(Policy):
 
     def _grow_past_bound(self, d: int, planned: float, q: dict[int, float]) -> dict[int, float]:
         """When the planned rate (tuples/s) passes the rate the deployment ``d`` is learned to carry within the
-        bound (its class's threshold), only the actions that add capacity: staying is a foreseen violation. Used
-        on a rising trend and under overload. The level's violation estimate cannot see it: it weighs the rates seen inside the level so far,
-        which on a ramp are the level's lowest (seen on bench_loop's ramp: a request withdrawn one period before
-        the violation it was made for, and the nodes provisioned for it released)."""
+        bound (its class's threshold), only the actions that add capacity: staying is a foreseen violation.
+        Used on a rising trend and under overload. The level's violation estimate cannot see it: it weighs the
+        rates seen inside the level so far, which on a ramp are the level's lowest (seen on bench_loop's ramp:
+        a request withdrawn one period before the violation it was made for, and the nodes provisioned for it
+        released)."""
         if not self.threshold_mode or self._thresholds is None:
             return q
         if planned <= self._thresholds[self.space.cls[d]]:
