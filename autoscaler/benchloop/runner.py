@@ -124,10 +124,11 @@ def run_task(task, args: tuple) -> Any:  # noqa: ANN001 - a Celery task
     return result.result
 
 
-def am_slot_due(app: Application, now_s: float, am_last: int) -> int | None:
-    """The AM slot to tune at ``now_s`` (s) when it is past ``am_last`` and the AM has configured the application
-    (its first tick writes the bounds), as one dispatch publishes ``control.am_tune``; else None."""
-    am_slot = slot_of(now_s, app.am_period_s)
+def am_slot_due(app: Application, now_s: float, am_period_s: float, am_last: int) -> int | None:
+    """The AM slot (period ``am_period_s``, s) to tune at ``now_s`` (s) when it is past ``am_last`` and the AM has
+    configured the application (its first tick writes the bounds), as one dispatch publishes ``control.am_tune``;
+    else None."""
+    am_slot = slot_of(now_s, am_period_s)
     if am_slot <= am_last:
         return None
     configured = ApplicationControl.objects.filter(application=app).values_list("am_config", flat=True)[0]
@@ -160,7 +161,7 @@ def run_scenario(
             due_am = []
             for app in apps:
                 slot = first[app.pk] + p
-                am_slot = am_slot_due(app, slot * app.om_period_s, am_last[app.pk])
+                am_slot = am_slot_due(app, slot * app.om_period_s, app.am_period_s, am_last[app.pk])
                 t0 = time.perf_counter()
                 run_task(tasks.tick, (app.pk, slot, None, float(app.om_period_s)))
                 run.tick_s += time.perf_counter() - t0

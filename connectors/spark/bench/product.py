@@ -368,7 +368,7 @@ def run_product(
                 time.sleep(min(1.0, max(wake - time.time(), 0.0)))
             out = run_task(tasks.tick, (app.pk, slot, None, period))
             status = (out or {}).get("status") or (out or {}).get("skipped") or "-"
-            am_slot = am_slot_due(app, slot * period, am_last)
+            am_slot = am_slot_due(app, slot * period, am_period_s, am_last)
             if am_slot is not None:
                 run_task(tasks.am_tune, (app.pk, am_slot))
                 am_last = am_slot
