@@ -83,9 +83,31 @@ def driver_ui(binding: Binding, status: Any) -> tuple[str, str]:
     return ui, ""
 
 
-def running_job_since(ui_url: str, app_id: str = "", timeout_s: float = REST_TIMEOUT_S) -> float | None:
-    """Submission time (s since the epoch) of the oldest job the driver runs now (a micro-batch in flight),
-    None when it runs none. ``FetchError`` when the driver cannot be asked."""
+@dataclass(frozen=True)
+class RunningBatch:
+    """What the driver runs now: the submission time (s since the epoch) of its oldest running job, and the
+    micro-batch that job belongs to when its description says so (Structured Streaming describes a batch's jobs
+    as ``id = <query id> / runId = <run id> / batch = <n>``): ``batch_id`` None and ``run_id`` "" otherwise."""
+
+    since: float
+    batch_id: int | None = None
+    run_id: str = ""
+
+
+def _job_batch(description: str) -> tuple[int | None, str]:
+    """(micro-batch id, run id) from a streaming job's description, (None, "") when it names no batch."""
+    fields = {}
+    for line in description.splitlines():
+        key, sep, value = line.partition(" = ")
+        if sep:
+            fields[key.strip()] = value.strip()
+    batch = fields.get("batch", "")
+    return (int(batch) if batch.isdigit() else None), fields.get("runId", "")
+
+
+def running_batch(ui_url: str, app_id: str = "", timeout_s: float = REST_TIMEOUT_S) -> RunningBatch | None:
+    """The oldest job the driver runs now (a micro-batch in flight), None when it runs none. ``FetchError`` when
+    the driver cannot be asked."""
     base = ui_url.rstrip("/") + "/api/v1/applications"
     if not app_id:
         apps = fetch_json(base, timeout_s)
@@ -93,15 +115,18 @@ def running_job_since(ui_url: str, app_id: str = "", timeout_s: float = REST_TIM
             return None
         app_id = apps[0]["id"]
     jobs = fetch_json(f"{base}/{app_id}/jobs?status=running", timeout_s)
-    times = []
+    oldest: RunningBatch | None = None
     for job in jobs or []:
         text = str(job.get("submissionTime", ""))  # e.g. 2026-11-28T16:42:55.300GMT
         try:
             when = dt.datetime.strptime(text.replace("GMT", ""), "%Y-%m-%dT%H:%M:%S.%f")
         except ValueError:
             continue
-        times.append(when.replace(tzinfo=dt.UTC).timestamp())
-    return min(times) if times else None
+        since = when.replace(tzinfo=dt.UTC).timestamp()
+        if oldest is None or since < oldest.since:
+            batch, run = _job_batch(str(job.get("description") or ""))
+            oldest = RunningBatch(since, batch, run)
+    return oldest
 
 
 def running_deployment(binding: Binding) -> tuple[Deployment, str]:
@@ -194,15 +219,16 @@ class SparkMonitor(Monitor):
             )
         )
         if not samples:
+            why = "operator has no running replica"
             if deployment:
-                stalled = _stalled(name, binding, period, deployment, self.batch_interval_s, source)
+                stalled, why = _stalled(name, binding, period, deployment, self.batch_interval_s, source)
                 if stalled is not None:
                     return stalled, stalled.response_time_s
             return OperatorMetrics(
                 name,
                 deployment,
                 complete=False,
-                reason="no progress from the Spark job in this period",
+                reason=f"no progress from the Spark job in this period ({why})",
                 cause=Cause.METRICS_MISSING,
             ), None
         length = period.length_s
@@ -291,62 +317,76 @@ class SparkMonitor(Monitor):
 
 def _stalled(
     name: str, binding: Binding, period: Period, deployment: Deployment, interval_s: float, source: str
-) -> OperatorMetrics | None:
+) -> tuple[OperatorMetrics | None, str]:
     """The observation of a period in which no micro-batch started because the query was busy with batches
-    triggered before it (overload: the query is slower than its input): the driver runs a job now and the query
-    has been busy since the period's first trigger interval (the last finished batch, triggered before the
-    period, ran until the running one began). None otherwise (an idle query, or one that cannot be asked: the
-    period stays without data).
+    triggered before it (overload: the query is slower than its input), and "". ``(None, why not)`` otherwise (an
+    idle query, or one that cannot be asked: the period stays without data, and the reason says why).
 
-    The batch in flight started when the last finished one ended (or, without one, when its oldest running job
-    was submitted); it holds what arrived while the last batch ran, so the input rate is estimated as that
-    batch's records over its duration (at least one trigger interval), the response time as the in-flight time
-    plus half that duration (a lower bound: the records are not out yet), utilisation 1, no processing rate and
-    no micro-batch sample (nothing finished to learn a batch duration from)."""
+    The batch in flight is the one after the last finished batch (triggered before the period) when the driver's
+    running job names it (its description), or when its oldest running job was submitted within a trigger
+    interval of that batch's end; it started when the last batch ended, or at the next trigger when the last
+    batch took less than an interval. It holds what arrived since the last batch was triggered, so the input rate
+    is estimated as the last batch's records over the time between its trigger and the one before it (the time
+    its records took to arrive; at least one interval; the batch's own duration without an earlier batch of the
+    same run), the response time as the in-flight time plus half that time (a lower bound: the records are not
+    out yet), utilisation 1, no processing rate and no micro-batch sample (nothing finished to learn from)."""
     from autoscaler.ingest.models import DriverStatus, ProgressSample
 
     status = DriverStatus.objects.filter(operator=binding.operator).first()
-    ui, _ = driver_ui(binding, status)
-    if status is None or not ui or status.last_seen.timestamp() < period.start:
-        return None
+    ui, skipped = driver_ui(binding, status)
+    if status is None or not ui:
+        return None, "the driver's UI is unknown" + skipped
+    if status.last_seen.timestamp() < period.start:
+        return None, "the job's agent has not reported in the period"
     try:
-        running = running_job_since(ui, status.app_id if not binding.ui_url else "")
-    except (FetchError, ValueError, KeyError, TypeError, AttributeError):
-        return None
+        running = running_batch(ui, status.app_id if not binding.ui_url else "")
+    except (FetchError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        return None, f"the driver could not be asked for running jobs ({exc})"
     if running is None:
-        return None
+        return None, "the driver runs no job (idle)"
     last = (
         ProgressSample.objects.filter(operator=binding.operator, timestamp__lt=_ts(period.start))
         .order_by("-timestamp")
-        .values("timestamp", "num_input_rows", "batch_duration_ms")
+        .values("timestamp", "run_id", "batch_id", "num_input_rows", "batch_duration_ms")
         .first()
     )
     if last is None or not last["num_input_rows"]:
-        return None
+        return None, "no earlier batch with records to estimate from"
     last_start = last["timestamp"].timestamp()
-    last_end = last_start + (last["batch_duration_ms"] or 0.0) / 1000.0
-    last_s = max(last_end - last_start, interval_s)
-    if running - last_end <= interval_s:  # busy throughout: the batch in flight began when the last one ended
-        started, busy_since = min(last_end, running), last_start  # (its first job may come a moment later)
+    last_d = (last["batch_duration_ms"] or 0.0) / 1000.0
+    last_end = last_start + last_d
+    named_next = running.batch_id == last["batch_id"] + 1 and running.run_id in ("", last["run_id"])
+    if named_next or running.since - last_end <= interval_s:  # the batch in flight followed the last one
+        started = last_end if last_d >= interval_s else last_start + interval_s
+        started, busy_since = min(started, running.since), last_start
     else:  # the query sat idle in between: the batch in flight began with its oldest running job
-        started = busy_since = running
-    if busy_since > period.start + interval_s:  # idle for more than a trigger interval in the period
-        return None
+        started = busy_since = running.since
+    if busy_since > period.start + interval_s:
+        return None, f"the running job began {busy_since - period.start:.1f} s into the period (not a stall)"
+    before = (
+        ProgressSample.objects.filter(
+            operator=binding.operator, run_id=last["run_id"], batch_id=last["batch_id"] - 1
+        )
+        .values_list("timestamp", flat=True)
+        .first()
+    )
+    arrival_s = last_start - before.timestamp() if before is not None else last_d
+    arrival_s = max(arrival_s, interval_s)
     in_flight = period.end - started
-    rate = last["num_input_rows"] / last_s
+    rate = last["num_input_rows"] / arrival_s
     return OperatorMetrics(
         operator=name,
         deployment=deployment,
         input_rate=rate,
         processing_rate=None,
         utilisation=1.0,
-        response_time_s=in_flight + last_s / 2.0,
-        response_time_p95_s=in_flight + last_s,
+        response_time_s=in_flight + arrival_s / 2.0,
+        response_time_p95_s=in_flight + arrival_s,
         backlog=rate * in_flight,
         reason=f"executors via {source}; no micro-batch finished or started in the period: one has run for "
         f"{in_flight:.1f} s (overload); input rate and response time estimated from the batch before it",
         batch_interval_s=interval_s,
-    )
+    ), ""
 
 
 def _backlog_before(operator: Any, period: Period) -> float | None:

@@ -144,6 +144,12 @@ class Command(BaseCommand):
             help="an existing standalone master (spark://127.0.0.1:port) instead of a cluster started for the run",
         )
         parser.add_argument(
+            "--master-web-ui",
+            default="",
+            help="that master's web UI (http://127.0.0.1:port); required with --master and --policies (the "
+            "region of the product path reads the cluster's workers there)",
+        )
+        parser.add_argument(
             "--control-plane",
             default="",
             help="base URL of a running server of this database for the agent's ingest calls (default: one "
@@ -215,6 +221,14 @@ class Command(BaseCommand):
             )
         if opts["master"] and not opts["master"].startswith("spark://"):
             raise CommandError("--master: must start with spark://")
+        web_ui = opts["master_web_ui"]
+        if web_ui and not web_ui.startswith(("http://", "https://")):
+            raise CommandError("--master-web-ui: must start with http:// or https://")
+        if product and opts["master"] and not web_ui and not opts["floor_only"]:
+            raise CommandError(
+                "--master-web-ui: required with --master for --policies (the product path's region reads the "
+                "cluster's workers from the master's web UI)"
+            )
         if opts["control_plane"] and not opts["control_plane"].startswith(("http://", "https://")):
             raise CommandError("--control-plane: must start with http:// or https://")
         try:
@@ -244,7 +258,7 @@ class Command(BaseCommand):
             rate_scale = 0.9 * opts["peak_executors"] * 1000.0 / opts["wait_ms"] / peak_rate
         var = Path(settings.VAR_DIR) / "bench-spark"
         cfg = BenchConfig(
-            master=opts["master"], workdir=var / "runs", minutes=minutes_wall, trace=opts["trace"],
+            master=opts["master"], master_web_ui=web_ui, workdir=var / "runs", minutes=minutes_wall, trace=opts["trace"],
             compress=opts["compress"], rate_scale=rate_scale, trace_start=trace_start,
             wait_ms=opts["wait_ms"], interval_s=opts["interval"], period_s=opts["period"],
             r_max_s=opts["rmax"], k_max=opts["kmax"], partitions=opts["partitions"],
@@ -275,7 +289,7 @@ class Command(BaseCommand):
         runs: list[tuple[int, RunResult]] = []
         with ExitStack() as stack:
             if not cfg.master:
-                cfg.master = stack.enter_context(_cluster(var, opts["worker_cores"]))
+                cfg.master, cfg.master_web_ui = stack.enter_context(_cluster(var, opts["worker_cores"]))
             url = opts["control_plane"]
             if product and not url:
                 url = stack.enter_context(_control_plane(opts["keep"]))
@@ -413,15 +427,16 @@ def _table(
 
 
 @contextmanager
-def _cluster(var: Path, worker_cores: int) -> Iterator[str]:
-    """A standalone master with one worker of ``worker_cores`` cores (8 GiB) for the run; yields its URL."""
+def _cluster(var: Path, worker_cores: int) -> Iterator[tuple[str, str]]:
+    """A standalone master with one worker of ``worker_cores`` cores (8 GiB) for the run; yields its URL and its
+    web UI's."""
     from connectors.spark.cluster import StandaloneCluster
 
     cluster = StandaloneCluster(var)
     try:
         cluster.start()
         cluster.add_worker(worker_cores, 8192)
-        yield cluster.master_url
+        yield cluster.master_url, cluster.web_url
     finally:
         cluster.stop()
 

@@ -4,7 +4,9 @@ What a user does, in one process:
 
 1. The pipeline is registered by manifest (``autoscaler.manifests.apply_documents``, what ``manage.py apply``
    does; owner ``bench-spark``): a catalog of one executor profile (``exec.small``: 1 core, 512 MiB, the
-   harness strategies' profile), a region declaring the cluster's and the drivers' addresses, the application
+   harness strategies' profile), a region declaring the cluster's and the drivers' addresses whose nodes are
+   the cluster's workers (``spark-standalone``, ``managed: false``: the cluster is the user's, as in the Spark
+   demo; nothing is provisioned, so no grant waits for a node), the application
    ``bench-spark-taxi`` (``engine: spark``, source -> ``taxi`` -> sink, SLO R_max / eta_V / eta_R, the OM
    policy, T_OM = the bench's control period) and one Deployment (``exec.small`` x 1), state ``running``.
 2. The stage's agent reports to the control plane's ingest endpoints (``autoscaler.ingest``, served by
@@ -124,6 +126,12 @@ def documents(
                 "catalog": CATALOG,
                 "maxNodes": cfg.k_max,
                 "maxNewNodesPerPeriod": cfg.k_max,
+                # the run's cluster is there already, as a user's own (the Spark demo's region): its workers
+                # are the nodes, none to provision, so a granted scale-out never waits for one
+                "provider": {
+                    "kind": "spark-standalone",
+                    "settings": {"masterUrl": master_url, "masterWebUi": cfg.master_web_ui, "managed": False},
+                },
                 # the bench cluster's master and the drivers' UIs take free ports on 127.0.0.1
                 "endpoints": [
                     "spark://127.0.0.1:1024-65535",

@@ -39,6 +39,7 @@ class BenchConfig:
 
     master: str
     workdir: Path
+    master_web_ui: str = ""  # http://host:port of the master's web UI (the product path's region reads it)
     minutes: float = 3.0  # wall minutes of trace per run
     compress: float = 72.0  # trace minutes per wall minute
     rate_scale: float = 0.3

@@ -87,6 +87,7 @@ def test_a_batch_running_through_the_period_is_overload_and_an_idle_query_has_no
     # idle: the driver runs no job
     m = monitor.collect(period)
     assert not m.complete and "no progress from the Spark job" in m.reason
+    assert "runs no job (idle)" in m.reason
 
     # busy: the next batch started when the last one ended (T0 - 4) and still runs at the period's end
     ui.jobs = [{"jobId": 9, "submissionTime": gmt(T0 - 3.5), "status": "RUNNING"}]
@@ -104,3 +105,40 @@ def test_a_batch_running_through_the_period_is_overload_and_an_idle_query_has_no
     # a job that began late in the period after the query sat idle since the last batch: not a stall
     ui.jobs = [{"jobId": 9, "submissionTime": gmt(T0 + 12), "status": "RUNNING"}]
     assert not monitor.collect(period).complete
+
+
+def test_the_stalled_rate_is_the_last_batchs_records_over_their_arrival_time_and_a_named_batch_is_in_flight(
+    django_user_model, make_app, ui
+):
+    """After a step the last batch ran longer than the one before it: its records arrived while that earlier one
+    ran (trigger to trigger), so the arrival rate is its records over that time, not over its own (longer)
+    duration, which is the processing rate. A running job that names the next batch in its description is that
+    batch in flight even when its earlier jobs finished and the oldest running one was submitted late."""
+    app, _ = make_app(django_user_model.objects.create_user("bob"), "{batchIntervalS: 2.5}")
+    op = app.operators.get(name="counter")
+
+    def batch(batch_id: int, at: float, rows: int, ms: int) -> dict[str, Any]:
+        return {"runId": "r", "batchId": batch_id, "timestamp": dt.datetime.fromtimestamp(at, tz=dt.UTC).isoformat(),
+                "numInputRows": rows, "batchDuration": ms}  # fmt: skip
+
+    # batch 16 ran 4 s from T0 - 12; batch 17 took the 360 records that arrived meanwhile (90/s) and ran 8 s
+    progress = [batch(15, T0 - 40, 20, 1000), batch(16, T0 - 12, 180, 4000), batch(17, T0 - 8, 360, 8000)]
+    driver = {"uiUrl": ui.url, "appId": "app-x", "executors": 1, "profile": SMALL}
+    store.store_progress(op, ProgressPayload.model_validate({"progress": progress, "driver": driver}))
+    DriverStatus.objects.filter(operator=op).update(last_seen=dt.datetime.fromtimestamp(T0 + 9, tz=dt.UTC))
+    monitor = build_connector(app).monitor
+    period = Period(0, T0, T0 + 10)
+    # batch 18 began at T0 (when 17 ended); its first jobs finished, the running one was submitted at T0 + 6
+    description = "\nid = q\nrunId = r\nbatch = 18"
+    ui.jobs = [{"jobId": 40, "submissionTime": gmt(T0 + 6), "status": "RUNNING", "description": description}]
+    m = monitor.collect(period)
+    assert m.complete, m.reason
+    c = m.operators["counter"]
+    assert "overload" in c.reason
+    assert c.input_rate == pytest.approx(360 / 4.0)  # not 360 / 8 = 45 (the processing rate)
+    assert c.response_time_s == pytest.approx(10 + 4.0 / 2)  # in flight since T0, records ~2 s older
+
+    # without the description the same late job is a query that sat idle: no stall, and the reason says so
+    ui.jobs = [{"jobId": 40, "submissionTime": gmt(T0 + 6), "status": "RUNNING"}]
+    m = monitor.collect(period)
+    assert not m.complete and "not a stall" in m.reason

@@ -291,6 +291,7 @@ def test_bench_command_prints_the_clairvoyant_floor_without_starting_spark():
         (["--eta-r", "0"], "--eta-r"),
         (["--policies", "no-such-policy"], "--policies"),
         (["--master", "local[2]"], "--master"),
+        (["--master-web-ui", "127.0.0.1:8080"], "--master-web-ui"),
         (["--trace", "/no/such/trace"], "--trace"),
         (["--trace-start", "99999999"], "--trace-start"),
         (["--minutes", "-1"], "--minutes"),
@@ -308,6 +309,12 @@ def test_bench_command_prints_the_clairvoyant_floor_without_starting_spark():
     if connection.vendor == "sqlite":
         with pytest.raises(CommandError, match="PostgreSQL"):
             call_command("bench_spark", "--periods", "2", "--strategies", "")
+    # an existing master for the product path needs its web UI (the region's nodes are its workers)
+    with pytest.raises(CommandError, match="--master-web-ui: required"):
+        call_command(
+            "bench_spark", "--periods", "2", "--strategies", "", "--master", "spark://127.0.0.1:7077",
+            "--control-plane", "http://127.0.0.1:9",
+        )  # fmt: skip
 
 
 def test_recorded_live_run_replays_to_the_engine_models_decisions():
