@@ -29,5 +29,7 @@ def build_provider(region_name: str, provider: dict | None) -> NodeProvider:
     try:
         factory = getattr(importlib.import_module(module), cls)
     except (ImportError, AttributeError) as exc:
-        raise ProviderUnavailable(f"region {region_name!r}: provider {kind!r} is not available ({exc})") from exc
+        raise ProviderUnavailable(
+            f"region {region_name!r}: provider {kind!r} is not available ({exc})"
+        ) from exc
     return factory(region_name, dict(provider.get("settings") or {}))

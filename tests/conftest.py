@@ -105,7 +105,9 @@ def run_demo(tmp_path):
 
     def run(args: list[str], seconds: int, application: str) -> DemoRun:
         var = tmp_path / "var"
-        env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL")}
+        env = {
+            k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL")
+        }
         env.update(AUTOSCALER_VAR_DIR=str(var), DEMO_SECONDS=str(seconds), DEMO_PORT=str(_free_port()),
                    DEMO_PERIOD="15")  # fmt: skip
         started = time.monotonic()

@@ -82,7 +82,9 @@ def windows_summary(control: ApplicationControl, now_s: float | None = None) -> 
     app = control.application
     windows, last = _load_windows(control)
     if now_s is not None and now_s < last:
-        raise ValueError(f"now_s: {now_s} is before the last recorded period ({last}); windows look back from it")
+        raise ValueError(
+            f"now_s: {now_s} is before the last recorded period ({last}); windows look back from it"
+        )
     now_s = last if now_s is None else now_s
     out: dict[str, Any] = {}
     for name, (width, n) in TIME_WINDOWS.items():

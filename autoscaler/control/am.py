@@ -225,7 +225,9 @@ def tune(application_id: int, am_slot: int) -> dict[str, Any]:
             }
             event["outcome"] = "changed" if changed else "unchanged"
             record = config.get("record") or {}
-            if record.get("outcome"):  # e.g. BO timed out or failed inside and kept the last good configuration
+            if record.get(
+                "outcome"
+            ):  # e.g. BO timed out or failed inside and kept the last good configuration
                 event["bo_outcome"] = record["outcome"]
             if config.get("observed"):  # what the configuration in place did over the observed window
                 event["observed"] = config["observed"]

@@ -20,7 +20,9 @@ class LedgerProvider(BookkeepingProvider):
     """Bookkeeping over the durable node rows: ``acquire`` mints ids ``<type>-s<slot>-<n>`` (unique in the region:
     one step per (region, slot)), ``release`` stops the idle nodes it is given (``busy`` ids are refused)."""
 
-    def __init__(self, region: Region, rows: list[RegionNode], slot: int, busy: set[str] | None = None) -> None:
+    def __init__(
+        self, region: Region, rows: list[RegionNode], slot: int, busy: set[str] | None = None
+    ) -> None:
         super().__init__()
         self.region = region
         self.slot = slot
@@ -44,4 +46,6 @@ def region_provider(region: Region, rows: list[RegionNode], slot: int) -> NodePr
 
 def active_nodes(region: Region) -> list[RegionNode]:
     """Booting and ready nodes of the region, oldest first."""
-    return list(RegionNode.objects.filter(region=region, state__in=ACTIVE_STATES).order_by("acquired_at_s", "id"))
+    return list(
+        RegionNode.objects.filter(region=region, state__in=ACTIVE_STATES).order_by("acquired_at_s", "id")
+    )

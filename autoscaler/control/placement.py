@@ -57,7 +57,9 @@ def with_grants(running: dict[str, dict[str, int]], grants: list[dict]) -> dict[
     return out
 
 
-def replicas_by_application(running: dict[str, dict[str, int]], names: list[str]) -> dict[int, dict[str, int]]:
+def replicas_by_application(
+    running: dict[str, dict[str, int]], names: list[str]
+) -> dict[int, dict[str, int]]:
     """Replicas per node type of the catalog (``names``) per application id."""
     out: dict[int, dict[str, int]] = {}
     for key, per_type in running.items():

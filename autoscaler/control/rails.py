@@ -23,9 +23,7 @@ class RailsError(ValueError):
     """Invalid rails: the message names the field (``rails.<field>``) and the reason."""
 
 
-def parse_rails(
-    data: dict[str, Any] | None, operators: list[str] | dict[str, int] | None = None
-) -> Rails:
+def parse_rails(data: dict[str, Any] | None, operators: list[str] | dict[str, int] | None = None) -> Rails:
     """Validate rails; with ``operators`` (names, or name -> maxParallelism) unknown operators in the bounds and
     min > max are errors naming the field."""
     try:

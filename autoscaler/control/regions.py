@@ -211,7 +211,9 @@ def _step(region, control, row, slot, period_s, now_s, provider) -> dict[str, An
     became_ready = [
         r
         for r in rows
-        if r.state == RegionNode.State.BOOTING and r.ready_at_s <= now_s and (seen is None or r.node_id in seen)
+        if r.state == RegionNode.State.BOOTING
+        and r.ready_at_s <= now_s
+        and (seen is None or r.node_id in seen)
     ]
     for r in became_ready:
         r.state = RegionNode.State.READY
@@ -451,7 +453,8 @@ def pending_grants(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return [
         g
         for g in grants
-        if (int(g["app"]), g.get("slot")) in applying or (g.get("slot") is None and int(g["app"]) in apps_applying)
+        if (int(g["app"]), g.get("slot")) in applying
+        or (g.get("slot") is None and int(g["app"]) in apps_applying)
     ]
 
 

@@ -284,7 +284,9 @@ class RegionView(ControlView):
             "rm": {"policy": control.rm_policy, "params": control.rm_params} if control else None,
             "im": {"policy": control.im_policy, "params": control.im_params} if control else None,
             "policy_source": view.text(control.policy_source) if control else "",
-            "capacity": capacity.for_viewer(control.capacity if control else {}, None if view.all else view.app_ids),
+            "capacity": capacity.for_viewer(
+                control.capacity if control else {}, None if view.all else view.app_ids
+            ),
             "node_counts": capacity.node_counts(control.capacity if control else {}),
             "last_error": view.text(control.last_error) if control else "",
             "nodes": [

@@ -4,15 +4,18 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('autoscaler', '0001_initial'),
+        ("autoscaler", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='region',
-            name='provider',
-            field=models.JSONField(blank=True, default=dict, help_text='node provider: {kind, settings}; empty = bookkeeping only'),
+            model_name="region",
+            name="provider",
+            field=models.JSONField(
+                blank=True,
+                default=dict,
+                help_text="node provider: {kind, settings}; empty = bookkeeping only",
+            ),
         ),
     ]

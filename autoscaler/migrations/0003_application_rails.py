@@ -4,15 +4,16 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('autoscaler', '0002_region_provider'),
+        ("autoscaler", "0002_region_provider"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='application',
-            name='rails',
-            field=models.JSONField(blank=True, default=dict, help_text='safety rails (spec.rails, non-default fields only)'),
+            model_name="application",
+            name="rails",
+            field=models.JSONField(
+                blank=True, default=dict, help_text="safety rails (spec.rails, non-default fields only)"
+            ),
         ),
     ]

@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('autoscaler', '0004_region_endpoints'),
+        ("autoscaler", "0004_region_endpoints"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='operator',
-            name='expected_peak_rate',
+            model_name="operator",
+            name="expected_peak_rate",
             field=models.FloatField(blank=True, null=True),
         ),
     ]

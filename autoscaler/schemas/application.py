@@ -165,7 +165,9 @@ class RailsSpec(SpecModel):
                 return window
         return None
 
-    def operator_errors(self, max_parallelism: dict[str, int], prefix: str = "spec.rails") -> list[FieldError]:
+    def operator_errors(
+        self, max_parallelism: dict[str, int], prefix: str = "spec.rails"
+    ) -> list[FieldError]:
         """Unknown operators, min above max, min above an operator's maxParallelism."""
         errors = []
         for key, alias in (("min_replicas", "minReplicas"), ("max_replicas", "maxReplicas")):
@@ -180,7 +182,9 @@ class RailsSpec(SpecModel):
                 lo = self.min_replicas.get(op, self.min_replicas.get("*", 1))
                 hi = self.max_replicas.get(op, self.max_replicas.get("*", 10**9))
                 if lo > hi:
-                    errors.append(FieldError(f"{prefix}.minReplicas.{name}", f"{lo} is above maxReplicas {hi}"))
+                    errors.append(
+                        FieldError(f"{prefix}.minReplicas.{name}", f"{lo} is above maxReplicas {hi}")
+                    )
                     break
                 if lo > max_parallelism[op]:
                     errors.append(

@@ -157,7 +157,9 @@ def main() -> None:
                     time.sleep(0.05)
                 t_ack, ack = stub.acks[-1]
                 row = {"to": n, "request": t_ack - ack["durationS"] - t0, "acked": t_ack - t0}
-                if memory and agent.spark.sparkContext.applicationId != app_id:  # restarted: a new application
+                if (
+                    memory and agent.spark.sparkContext.applicationId != app_id
+                ):  # restarted: a new application
                     sc = agent.spark.sparkContext
                     ui, app_id = sc.uiWebUrl, sc.applicationId
                     row["downtime"] = float(ack["downtimeS"])

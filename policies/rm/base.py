@@ -95,7 +95,9 @@ class RegionState:
             return np.zeros(n, dtype=np.int64)
         free = np.zeros(n, dtype=np.int64) if self.free_slots is None else np.asarray(self.free_slots)
         c = np.maximum(np.asarray(cores, dtype=np.int64), 1)
-        missing = np.maximum(np.asarray(self.waiting, dtype=np.int64) - free - np.asarray(self.pending) * c, 0)
+        missing = np.maximum(
+            np.asarray(self.waiting, dtype=np.int64) - free - np.asarray(self.pending) * c, 0
+        )
         return -(-missing // c)
 
 

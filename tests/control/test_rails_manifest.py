@@ -52,10 +52,18 @@ def test_rails_round_trip_through_the_manifest():
     ("rails", "loc", "msg"),
     [
         ({"maxReplicas": {"ghost": 2}}, "spec.rails.maxReplicas.ghost", "unknown operator"),
-        ({"minReplicas": {"op0": 5}, "maxReplicas": {"op0": 2}}, "spec.rails.minReplicas.op0", "above maxReplicas"),
+        (
+            {"minReplicas": {"op0": 5}, "maxReplicas": {"op0": 2}},
+            "spec.rails.minReplicas.op0",
+            "above maxReplicas",
+        ),
         ({"minReplicas": {"op0": 11}}, "spec.rails.minReplicas.op0", "above maxParallelism 10"),
         ({"scaleDownDelayS": -1}, "spec.rails.scaleDownDelayS", "greater than or equal to 0"),
-        ({"freezeWindows": [{"start": "25:00", "end": "01:00"}]}, "spec.rails.freezeWindows[0].start", "pattern"),
+        (
+            {"freezeWindows": [{"start": "25:00", "end": "01:00"}]},
+            "spec.rails.freezeWindows[0].start",
+            "pattern",
+        ),
         ({"maxReplicas": {"op0": 0}}, "spec.rails.maxReplicas", "must be >= 1"),
         ({"rollback": True}, "spec.rails.rollback", "Extra inputs"),
     ],
@@ -76,15 +84,15 @@ def test_api_shows_rails_and_the_rails_endpoint_writes_the_application():
     app = simulated_pipeline("railed", n_operators=2, owner="dora")
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=app.owner).key}")
-    put = client.put(
-        "/api/v1/control/applications/railed/rails/", {"maxReplicas": {"op1": 3}}, format="json"
-    )
+    put = client.put("/api/v1/control/applications/railed/rails/", {"maxReplicas": {"op1": 3}}, format="json")
     assert put.status_code == 200
     app.refresh_from_db()
     assert app.rails == {"maxReplicas": {"op1": 3}}
     shown = client.get("/api/v1/applications/railed/").json()
     assert shown["spec"]["rails"] == {"maxReplicas": {"op1": 3}}
-    bad = client.put("/api/v1/control/applications/railed/rails/", {"minReplicas": {"op1": 11}}, format="json")
+    bad = client.put(
+        "/api/v1/control/applications/railed/rails/", {"minReplicas": {"op1": 11}}, format="json"
+    )
     assert bad.status_code == 400 and bad.json()["errors"][0]["loc"] == "rails.minReplicas.op1"
     app.refresh_from_db()
     assert app.rails == {"maxReplicas": {"op1": 3}}
@@ -93,7 +101,9 @@ def test_api_shows_rails_and_the_rails_endpoint_writes_the_application():
 def test_the_tick_obeys_manifest_rails_over_the_legacy_control_rails():
     app = simulated_pipeline("railed", n_operators=1, rate_scale=BUSY)
     # legacy store says "frozen all day"; the manifest's rails (declared) win
-    ApplicationControl.objects.create(application=app, rails={"freezeWindows": [{"start": "00:00", "end": "23:59"}]})
+    ApplicationControl.objects.create(
+        application=app, rails={"freezeWindows": [{"start": "00:00", "end": "23:59"}]}
+    )
     doc = _manifest(app)
     doc["spec"]["rails"] = {"maxReplicas": {"op0": 1}}
     manifests.apply_documents([doc], app.owner)

@@ -65,12 +65,26 @@ def test_declared_rm_policy_first_declared_wins_with_a_warning():
     region = Region.objects.get(name="region-a")
     out = region_step(region.pk, 10)
     row = RegionTick.objects.get(region=region, slot=10)
-    assert row.state["rm"] == {"policy": "simple", "params": {"n_idle": 2}, "source": "declared by application 'first'"}
+    assert row.state["rm"] == {
+        "policy": "simple",
+        "params": {"n_idle": 2},
+        "source": "declared by application 'first'",
+    }
     assert any("'second'" in w and "first declared wins" in w for w in row.warnings)
     # adopted the 2 A1 nodes the deployments use, acquired 2 idle nodes (n_idle=2) of the cheapest type
-    assert row.decisions == out["decisions"] == [
-        {"node_type": "A2", "requested": 2, "granted": 2, "executed": 2, "reason": row.decisions[0]["reason"]}
-    ]
+    assert (
+        row.decisions
+        == out["decisions"]
+        == [
+            {
+                "node_type": "A2",
+                "requested": 2,
+                "granted": 2,
+                "executed": 2,
+                "reason": row.decisions[0]["reason"],
+            }
+        ]
+    )
     nodes = RegionNode.objects.filter(region=region)
     assert sorted(nodes.values_list("node_type", "state")) == [("A1", "ready")] * 2 + [("A2", "ready")] * 2
     assert region_step(region.pk, 10)["duplicate"] is True
@@ -216,7 +230,9 @@ def test_region_endpoint_shows_nodes_steps_and_sets_the_period():
     assert [n["node_type"] for n in body["nodes"]] == ["A1", "A2"]
     assert body["steps"][0]["slot"] == 10 and body["steps"][0]["decisions"][0]["executed"] == 1
     assert client.get("/api/v1/control/regions/nowhere/").status_code == 404
-    assert client.put("/api/v1/control/regions/region-a/", {"rmPeriodS": 120}, format="json").status_code == 403
+    assert (
+        client.put("/api/v1/control/regions/region-a/", {"rmPeriodS": 120}, format="json").status_code == 403
+    )
     admin = get_user_model().objects.create_user("root", is_staff=True)
     client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=admin).key}")
     bad = client.put("/api/v1/control/regions/region-a/", {"rmPeriodS": -5}, format="json")
@@ -240,11 +256,17 @@ def test_connectors_bookkeeping_provider_realises_the_grants_and_paused_waits_do
     assert sorted((n.node_type, n.busy) for n in provider.nodes()) == [("A1", False), ("A2", False)]
     rows = {r.node_type: r for r in RegionNode.objects.filter(region=region)}
     assert (rows["A2"].node_id, rows["A2"].state, rows["A2"].provider) == (
-        [n.node_id for n in provider.nodes() if n.node_type == "A2"][0], "ready", "bookkeeping"
+        [n.node_id for n in provider.nodes() if n.node_type == "A2"][0],
+        "ready",
+        "bookkeeping",
     )
     WaitingRequest.objects.create(
-        region=region, application=app, operator=app.operators.get(name="op0"), node_type="A2",
-        since_slot=10, last_slot=10,
+        region=region,
+        application=app,
+        operator=app.operators.get(name="op0"),
+        node_type="A2",
+        since_slot=10,
+        last_slot=10,
     )
     region_step(region.pk, 11, provider=provider)
     assert RegionTick.objects.get(region=region, slot=11).state["unsatisfied"] == 1
@@ -270,7 +292,13 @@ def test_two_applications_never_get_more_than_the_provisioned_slots():
     assert cap["grants"] == [{"app": one.pk, "slot": 10, "operator": "op0", "node_type": "A2", "n": 1}]
     assert cap["version"] == 2  # two's tick changed nothing: it wrote nothing
     assert cap["nodes"]["A2"] == {
-        "ready": 1, "pending": 0, "used": 1, "free": 0, "ready_slots": 1, "used_slots": 1, "free_slots": 0,
+        "ready": 1,
+        "pending": 0,
+        "used": 1,
+        "free": 0,
+        "ready_slots": 1,
+        "used_slots": 1,
+        "free_slots": 0,
         "unplaced": 0,
     }
 
@@ -312,7 +340,10 @@ def test_rm_agent_state_carries_over_between_steps():
     Region.objects.filter(pk=region.pk).update(max_nodes=6)
     for slot in (10, 11, 12):
         region_step(region.pk, slot)
-    metas = [decode_state(bytes(RegionTick.objects.get(region=region, slot=s).agent_state))[0] for s in (10, 11, 12)]
+    metas = [
+        decode_state(bytes(RegionTick.objects.get(region=region, slot=s).agent_state))[0]
+        for s in (10, 11, 12)
+    ]
     assert [m["t"] for m in metas] == [0, 1, 2]  # learning steps: the first step has nothing to learn from
     assert all(m["policy"] == "model-based" and m["params"]["u_quantum"] == 0.5 for m in metas)
     assert not RegionTick.objects.get(region=region, slot=12).warnings
@@ -353,7 +384,10 @@ def test_a_booting_node_that_registers_late_is_not_lost_and_bad_provider_setting
     node.refresh_from_db()
     assert node.state == "ready"
     broken = Region.objects.create(
-        name="broken", catalog=catalog, max_nodes=10, max_new_nodes_per_period=5,
+        name="broken",
+        catalog=catalog,
+        max_nodes=10,
+        max_new_nodes_per_period=5,
         provider={"kind": "spark-standalone", "settings": {}},
     )
     out = region_step(broken.pk, 10)
@@ -365,7 +399,9 @@ def test_a_booting_node_that_registers_late_is_not_lost_and_bad_provider_setting
 def test_foreign_node_types_disable_capacity_enforcement_with_a_warning():
     ensure_region()
     catalog = NodeTypeCatalog.objects.get(name="infra-a")
-    region = Region.objects.create(name="own-cluster", catalog=catalog, max_nodes=10, max_new_nodes_per_period=5)
+    region = Region.objects.create(
+        name="own-cluster", catalog=catalog, max_nodes=10, max_new_nodes_per_period=5
+    )
     provider = ScriptedProvider({"w1": "4c-8192m", "w2": "A2"}, busy={"w1"})
     region_step(region.pk, 10, provider=provider)
     row = RegionTick.objects.get(region=region, slot=10)

@@ -28,7 +28,11 @@ def _packages() -> list[str]:
 def _dockerfiles() -> dict[str, str]:
     files = {"Dockerfile": (ROOT / "Dockerfile").read_text()}
     for name, service in SERVICES.items():
-        inline = (service.get("build") or {}).get("dockerfile_inline") if isinstance(service.get("build"), dict) else None
+        inline = (
+            (service.get("build") or {}).get("dockerfile_inline")
+            if isinstance(service.get("build"), dict)
+            else None
+        )
         if inline:
             files[f"{name} (inline)"] = inline
     return files
@@ -70,7 +74,9 @@ def test_commands_run_existing_modules_and_management_commands():
 def test_required_variables_are_in_env_example():
     text = (ROOT / "docker-compose.yml").read_text()
     required = set(re.findall(r"\$\{(\w+):\?", text))
-    example = {line.split("=", 1)[0] for line in (ROOT / ".env.example").read_text().splitlines() if "=" in line}
+    example = {
+        line.split("=", 1)[0] for line in (ROOT / ".env.example").read_text().splitlines() if "=" in line
+    }
     assert required and required <= example, required - example
 
 

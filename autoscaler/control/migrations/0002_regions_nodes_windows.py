@@ -5,83 +5,168 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('autoscaler', '0003_application_rails'),
-        ('control', '0001_initial'),
+        ("autoscaler", "0003_application_rails"),
+        ("control", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='applicationcontrol',
-            name='time_windows',
-            field=models.BinaryField(blank=True, default=b'', help_text='bucketed rings (format byte first)'),
+            model_name="applicationcontrol",
+            name="time_windows",
+            field=models.BinaryField(blank=True, default=b"", help_text="bucketed rings (format byte first)"),
         ),
         migrations.AddField(
-            model_name='regiontick',
-            name='executed',
-            field=models.JSONField(blank=True, default=list, help_text='what the node provider did: acquired/released node ids, errors'),
+            model_name="regiontick",
+            name="executed",
+            field=models.JSONField(
+                blank=True,
+                default=list,
+                help_text="what the node provider did: acquired/released node ids, errors",
+            ),
         ),
         migrations.AddField(
-            model_name='regiontick',
-            name='period_s',
+            model_name="regiontick",
+            name="period_s",
             field=models.FloatField(default=0.0, help_text="the region's RM period when the step ran (s)"),
         ),
         migrations.AddField(
-            model_name='regiontick',
-            name='warnings',
-            field=models.JSONField(blank=True, default=list, help_text='e.g. disagreeing declared policies'),
+            model_name="regiontick",
+            name="warnings",
+            field=models.JSONField(blank=True, default=list, help_text="e.g. disagreeing declared policies"),
         ),
         migrations.CreateModel(
-            name='RegionControl',
+            name="RegionControl",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('rm_period_s', models.FloatField(blank=True, null=True)),
-                ('rm_policy', models.CharField(blank=True, default='', max_length=63)),
-                ('rm_params', models.JSONField(blank=True, default=dict)),
-                ('im_policy', models.CharField(blank=True, default='', max_length=63)),
-                ('im_params', models.JSONField(blank=True, default=dict)),
-                ('policy_source', models.TextField(blank=True, default='', help_text='which application declared them')),
-                ('capacity', models.JSONField(blank=True, default=dict, help_text='snapshot of the last RM step: ready_slots / used_slots per node type, slot (for the AM)')),
-                ('last_error', models.TextField(blank=True, default='')),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('region', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='control', to='autoscaler.region')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("rm_period_s", models.FloatField(blank=True, null=True)),
+                ("rm_policy", models.CharField(blank=True, default="", max_length=63)),
+                ("rm_params", models.JSONField(blank=True, default=dict)),
+                ("im_policy", models.CharField(blank=True, default="", max_length=63)),
+                ("im_params", models.JSONField(blank=True, default=dict)),
+                (
+                    "policy_source",
+                    models.TextField(blank=True, default="", help_text="which application declared them"),
+                ),
+                (
+                    "capacity",
+                    models.JSONField(
+                        blank=True,
+                        default=dict,
+                        help_text="snapshot of the last RM step: ready_slots / used_slots per node type, slot (for the AM)",
+                    ),
+                ),
+                ("last_error", models.TextField(blank=True, default="")),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "region",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="control",
+                        to="autoscaler.region",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='WaitingRequest',
+            name="WaitingRequest",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('node_type', models.CharField(max_length=63)),
-                ('slots', models.PositiveIntegerField(default=1, help_text='replica slots (cores) the request needs')),
-                ('since_slot', models.BigIntegerField()),
-                ('last_slot', models.BigIntegerField()),
-                ('reason', models.TextField(blank=True, default='')),
-                ('application', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='waiting_requests', to='autoscaler.application')),
-                ('operator', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='waiting_request', to='autoscaler.operator')),
-                ('region', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='waiting_requests', to='autoscaler.region')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("node_type", models.CharField(max_length=63)),
+                (
+                    "slots",
+                    models.PositiveIntegerField(
+                        default=1, help_text="replica slots (cores) the request needs"
+                    ),
+                ),
+                ("since_slot", models.BigIntegerField()),
+                ("last_slot", models.BigIntegerField()),
+                ("reason", models.TextField(blank=True, default="")),
+                (
+                    "application",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="waiting_requests",
+                        to="autoscaler.application",
+                    ),
+                ),
+                (
+                    "operator",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="waiting_request",
+                        to="autoscaler.operator",
+                    ),
+                ),
+                (
+                    "region",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="waiting_requests",
+                        to="autoscaler.region",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='RegionNode',
+            name="RegionNode",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('node_id', models.CharField(max_length=255)),
-                ('node_type', models.CharField(max_length=63)),
-                ('state', models.CharField(choices=[('booting', 'Booting'), ('ready', 'Ready'), ('released', 'Released'), ('lost', 'Lost')], default='booting', max_length=16)),
-                ('provider', models.CharField(default='bookkeeping', max_length=63)),
-                ('acquired_slot', models.BigIntegerField(default=-1)),
-                ('acquired_at_s', models.FloatField(default=0.0)),
-                ('ready_at_s', models.FloatField(default=0.0)),
-                ('released_slot', models.BigIntegerField(blank=True, null=True)),
-                ('released_at_s', models.FloatField(blank=True, null=True)),
-                ('reason', models.TextField(blank=True, default='', help_text='the RM/IM decision that acquired/released it')),
-                ('details', models.JSONField(blank=True, default=dict)),
-                ('region', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='control_nodes', to='autoscaler.region')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("node_id", models.CharField(max_length=255)),
+                ("node_type", models.CharField(max_length=63)),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("booting", "Booting"),
+                            ("ready", "Ready"),
+                            ("released", "Released"),
+                            ("lost", "Lost"),
+                        ],
+                        default="booting",
+                        max_length=16,
+                    ),
+                ),
+                ("provider", models.CharField(default="bookkeeping", max_length=63)),
+                ("acquired_slot", models.BigIntegerField(default=-1)),
+                ("acquired_at_s", models.FloatField(default=0.0)),
+                ("ready_at_s", models.FloatField(default=0.0)),
+                ("released_slot", models.BigIntegerField(blank=True, null=True)),
+                ("released_at_s", models.FloatField(blank=True, null=True)),
+                (
+                    "reason",
+                    models.TextField(
+                        blank=True, default="", help_text="the RM/IM decision that acquired/released it"
+                    ),
+                ),
+                ("details", models.JSONField(blank=True, default=dict)),
+                (
+                    "region",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="control_nodes",
+                        to="autoscaler.region",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['region', 'acquired_at_s', 'id'],
-                'indexes': [models.Index(fields=['region', 'state'], name='control_reg_region__7a728b_idx')],
+                "ordering": ["region", "acquired_at_s", "id"],
+                "indexes": [models.Index(fields=["region", "state"], name="control_reg_region__7a728b_idx")],
             },
         ),
     ]

@@ -24,7 +24,14 @@ RUNS = (
     "model-based-capacity",
     "model-based-capacity-pretrained",
 )
-DEFAULT_RUNS = ("static-peak", "static-mean", "ds2", "model-based", "model-based-capacity", "model-based-pretrained")
+DEFAULT_RUNS = (
+    "static-peak",
+    "static-mean",
+    "ds2",
+    "model-based",
+    "model-based-capacity",
+    "model-based-pretrained",
+)
 
 
 class Command(BaseCommand):

@@ -45,7 +45,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--policy-params",
             help="JSON object of OM policy params (spec.policies.om.params; needs --policy), "
-            'e.g. \'{"capacity_bound": false}\'',
+            "e.g. '{\"capacity_bound\": false}'",
         )
         parser.add_argument("--json", action="store_true", help="one JSON object per application and line")
         parser.add_argument(
