@@ -12,8 +12,14 @@ if [ ! -x "${CHROMIUM:-/usr/bin/chromium}" ]; then
     SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo -n"
     $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
 fi
-# static types of the policy library and the connector interface ([tool.mypy] in pyproject.toml)
+# the static checks before the tests (also .pre-commit-config.yaml): lint, layout, static types of the policy
+# library and the connector interface ([tool.mypy] in pyproject.toml), no model change without its migration,
+# every option of the registry documented (docs/options.md up to date)
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
 .venv/bin/python -m mypy
+.venv/bin/python manage.py makemigrations --check --dry-run
+.venv/bin/python -m policies.options --check
 status=0
 # the 15 slowest tests are printed at the end (test time is watched: CI runs the whole suite on a loaded machine)
 .venv/bin/python -m pytest --durations=15 "$@" || status=$?
