@@ -121,9 +121,10 @@ class Observation:
     (the AM's token bucket; 0 when a token would be left, ``inf`` with no budget): how much further ahead a
     change made now must carry the operator.
     ``node_limited``: the operator's last scale-out waited for nodes in a region that cannot hold what runs there
-    plus what waits (its node limit): the replicas asked for may never come, so a policy that can (model-based
-    with ``multi_step``) asks instead for the deployment expected to meet the bound with the fewest new replicas,
-    of any node type.
+    plus what waits (its node limit), or this period's proposals of its application add more than the region
+    can hold (:meth:`Policy.revise_for_node_limit`): the replicas asked for may never come, so a policy that can
+    (model-based with ``multi_step``) asks instead for the deployment expected to meet the bound with the fewest
+    new replicas, of any node type.
 
     Micro-batch engines (Spark) also report, for :mod:`policies.engine_model` (None elsewhere):
     ``batch_duration_s``: mean duration of the period's micro-batches (s); ``batch_records``: mean records per
@@ -370,6 +371,18 @@ class Policy(ABC):
         self._last_terms = None
         self._calibration = None
         action = self.act(k, obs.input_rate, self.violated(obs), obs)
+        return self._proposal(k, action, obs)
+
+    def revise_for_node_limit(self, obs: Observation) -> Proposal | None:
+        """This period's proposal decided again as if ``obs.node_limited`` (the control loop found, before the
+        AM arbitrates, that its region cannot hold what the application's proposals add), without learning
+        again; the revised action becomes the one the policy learns from. None when the policy does not plan
+        for a node limit, or already did: the first proposal stands."""
+        return None
+
+    def _proposal(self, k: np.ndarray, action: int, obs: Observation) -> Proposal:
+        """The proposal of ``action`` in deployment ``k`` with its explanation (alternatives' values included
+        when the policy explains)."""
         _, values = self._decide(k, obs.input_rate, obs, True) if self._explains else (action, {})
         names = [t.name for t in self.spec.node_types]
         terms = self._last_terms

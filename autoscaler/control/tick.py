@@ -61,7 +61,7 @@ from policies import options, registry
 from policies.am.arbiter import Arbiter, Request, TokenBucket
 from policies.am.guard import GuardParams, ViolationBudgetGuard, guard_params
 from policies.am.naive import EQUAL_WEIGHTS
-from policies.base import JUMP, Observation, Policy
+from policies.base import JUMP, Observation, Policy, Proposal
 from policies.model import CostWeights
 
 LOCK_NAMESPACE = 0x5CA1  # first key of pg_advisory_lock(int, int); the second is the application id
@@ -401,15 +401,15 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
     decisions: list[Decision] = []
     # operators whose scale-out waited last period in a region that cannot hold it (Observation.node_limited)
     node_limited = set(app_mem.get("node_limited") or ())
-    for i, op in enumerate(topo.operators):
+    observations: list[Observation] = []
+    for op in topo.operators:
         m = metrics.operators[op.name]
-        k = topo.vector(m.deployment)
         policy = _load_policy(agents.get(op.pk), op, topo, control, rails)
         rt = m.response_time_s
         violated = rt is None or not np.isfinite(rt) or rt > policy.spec.r_max_s
         violated_any = violated_any or violated
         obs = Observation(
-            k,
+            topo.vector(m.deployment),
             float(m.input_rate),
             rt,
             violated,
@@ -419,9 +419,14 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
             node_limited=op.name in node_limited,
         )
         _add_batch_fields(obs, m, period_s)
-        proposal = policy.step(obs)
         policies.append(policy)
-        proposals.append(proposal)
+        proposals.append(policy.step(obs))
+        observations.append(obs)
+    node_limited |= _revise_for_node_limits(topo, policies, proposals, observations)
+    for i, op in enumerate(topo.operators):
+        m = metrics.operators[op.name]
+        obs, proposal = observations[i], proposals[i]
+        k, violated = obs.deployment, bool(obs.violated)
         lo, hi = rails.bounds(op.name, op.max_parallelism)
         bounds.append((lo, hi))
         _check_ineffective(rails, memory, op.name, m, now_s)
@@ -658,6 +663,42 @@ def _record_drift(
         if changed:
             deployment_status.drifted(app, changed)
     app_mem["seen"] = now
+
+
+def _revise_for_node_limits(
+    topo: Topology, policies: list[Policy], proposals: list[Proposal], observations: list[Observation]
+) -> set[str]:
+    """Before the AM arbitrates: in each region that cannot hold, within its node limit, what runs or is granted
+    there plus the replicas this period's proposals add (:func:`autoscaler.control.capacity.over_node_limit`),
+    the operators whose proposals add replicas decide again under the node limit
+    (:meth:`policies.base.Policy.revise_for_node_limit`; ``proposals`` updated in place). Without this an
+    operator learned of the limit only from the denial of the request that did not fit, a period later, and the
+    region spent that period provisioning for it (bench_loop's shortage). Returns the names revised."""
+    adds: dict[int, dict[str, int]] = {}
+    names = topo.type_names
+    for op, proposal, obs in zip(topo.operators, proposals, observations, strict=True):
+        rise = np.maximum(np.asarray(proposal.deployment) - np.asarray(obs.deployment), 0)
+        for t in np.flatnonzero(rise).tolist():
+            per_type = adds.setdefault(op.deployment.region_id, {})
+            per_type[names[t]] = per_type.get(names[t], 0) + int(rise[t])
+    if not adds:
+        return set()
+    snapshots = region_capacity.read(topo, [o.deployment for o in observations]).snapshots
+    regions = {op.deployment.region_id: op.deployment.region for op in topo.operators}
+    full = {
+        rid
+        for rid, per_type in adds.items()
+        if region_capacity.over_node_limit(snapshots.get(rid), regions[rid].max_nodes, per_type)
+    }
+    revised: set[str] = set()
+    for i, (op, policy, obs) in enumerate(zip(topo.operators, policies, observations, strict=True)):
+        if op.deployment.region_id not in full or not (proposals[i].deployment > obs.deployment).any():
+            continue
+        revision = policy.revise_for_node_limit(obs)
+        if revision is not None:
+            proposals[i] = revision
+            revised.add(op.name)
+    return revised
 
 
 def _node_limited(topo: Topology, waiting: dict, snapshots: dict[int, dict]) -> set[str]:

@@ -126,13 +126,14 @@ the authors' schedule (a full sweep every step).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any, ClassVar
 
 import numpy as np
 
 from policies import forecast
-from policies.base import JUMP, Observation, Policy, apply_action
+from policies.base import JUMP, Observation, Policy, Proposal, apply_action
 from policies.engine_model import MicroBatchModel
 from policies.model import OperatorSpec, mg1_max_rate
 from policies.om import engine_plan, mdp
@@ -576,6 +577,19 @@ class ModelBased(Policy):
     def _capacity(self, k: np.ndarray) -> float:
         """Sum of the speedups of the replicas of ``k``."""
         return float(np.asarray(k, dtype=float) @ np.asarray(self.spec.speedups, dtype=float))
+
+    def revise_for_node_limit(self, obs: Observation) -> Proposal | None:
+        """With ``multi_step``: this period's decision again under the node limit (the fewest new replicas,
+        :meth:`_fewest_new_replicas`), from the state the step left (nothing learned twice); the revised action
+        replaces the proposed one in what the next step learns from. None without ``multi_step``, when ``obs``
+        was already node-limited or incomplete, or before the first decision."""
+        if not self.params["multi_step"] or obs.node_limited or not obs.complete or self._prev is None:
+            return None
+        limited = dataclasses.replace(obs, node_limited=True)
+        k = np.array(obs.deployment, dtype=np.int64)
+        action, _ = self._decide(k, obs.input_rate, limited, False)
+        self.override_last_action(action)
+        return self._proposal(k, action, limited)
 
     def explanation_extras(self) -> dict[str, Any]:
         """The planned rate of this step, when a trend moved it (``trend_periods``), the node-limit step and the

@@ -172,3 +172,13 @@ def test_a_node_shortage_is_served_by_fewer_new_nodes_of_another_type(tmp_path):
         assert all(sum(d.proposal["target"].values()) <= 4 for d in frugal), [
             d.proposal["target"] for d in frugal
         ]
+        # the tick checks the region's limit before the AM arbitrates: after the step no operator waits for a
+        # request that did not fit (before, the first requests after the step asked for 14 nodes and the region spent a period
+        # and one node on them)
+        step = min(d.slot for d in decisions) + 80  # the scenario's step (earlier waits: the warm-up's nodes)
+        waits = [d for d in decisions if d.slot >= step and d.reason.startswith("waiting for capacity")]
+        assert waits and all("node_limit" in d.proposal["explanation"] for d in waits), sorted(
+            (d.slot, d.operator_id, d.proposal["target"])
+            for d in waits
+            if "node_limit" not in d.proposal["explanation"]
+        )

@@ -198,3 +198,43 @@ def test_under_a_node_limit_the_step_adds_the_fewest_replicas_that_meet_the_boun
     assert TRUE.response_time(limited, speeds, 600.0) <= s.r_max_s, limited  # it carries the rate
     assert explanation["node_limit"]["target"] == limited.tolist()
     assert "fewest new replicas" in explanation["node_limit"]["reason"]
+
+
+def test_a_proposal_revised_for_the_node_limit_is_the_limited_one_and_is_what_the_policy_learns_from() -> (
+    None
+):
+    """``revise_for_node_limit`` (the tick calls it before the AM arbitrates when the application's proposals
+    add more than the region can hold): the step of the same period decided again under the node limit gives
+    the node-limited proposal, without learning twice (two instances fed the same periods, one revised, hold
+    the same learned model), and the revised action is the one recorded for the next step's learning."""
+    s = spec()
+    start = np.array([0, 2, 0])
+    history = [150.0] * 40
+
+    def fed(params: dict) -> ModelBased:
+        policy = ModelBased(s, params, seed=1)
+        for rate in history:
+            r = TRUE.response_time(start, s.speedups, rate)
+            u = TRUE.utilisation(start, s.speedups, rate)
+            policy.step(Observation(start.copy(), rate, r, not r <= s.r_max_s, u, True, rate))
+        return policy
+
+    # the 4x step: 2 x A2 saturated (no finite response time)
+    obs = Observation(start.copy(), 600.0, None, True, 1.0, True, TRUE.capacity(start, s.speedups))
+    revised, plain = fed(MULTI), fed(MULTI)
+    first = revised.step(obs)
+    plain.step(obs)
+    revision = revised.revise_for_node_limit(obs)
+    assert revision is not None
+    assert "node_limit" in revision.explanation and "node_limit" not in first.explanation
+    assert np.maximum(revision.deployment - start, 0).sum() == 3, (
+        revision.deployment
+    )  # 3 x A3, as when limited
+    assert revised._prev is not None and revised._prev[2] == revision.action
+    assert np.array_equal(revised.v_hat, plain.v_hat) and revised.t == plain.t  # nothing learned twice
+    # already node-limited, or a policy without multi-replica steps: the first proposal stands
+    limited = Observation(start.copy(), 600.0, None, True, 1.0, True, 200.0, node_limited=True)
+    assert fed(MULTI).revise_for_node_limit(limited) is None
+    single = fed({"capacity_bound": True})
+    single.step(obs)
+    assert single.revise_for_node_limit(obs) is None
