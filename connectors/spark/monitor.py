@@ -328,8 +328,9 @@ def _stalled(
     batch took less than an interval. It holds what arrived since the last batch was triggered, so the input rate
     is estimated as the last batch's records over the time between its trigger and the one before it (the time
     its records took to arrive; at least one interval; the batch's own duration without an earlier batch of the
-    same run), the response time as the in-flight time plus half that time (a lower bound: the records are not
-    out yet), utilisation 1, no processing rate and no micro-batch sample (nothing finished to learn from)."""
+    same run), the response time as the in-flight time plus half the time the batch in flight took to fill (a
+    lower bound: its records are not out yet; at least what the last batch's records took), utilisation 1, no
+    processing rate and no micro-batch sample (nothing finished to learn from)."""
     from autoscaler.ingest.models import DriverStatus, ProgressSample
 
     status = DriverStatus.objects.filter(operator=binding.operator).first()
@@ -372,16 +373,20 @@ def _stalled(
     )
     arrival_s = last_start - before.timestamp() if before is not None else last_d
     arrival_s = max(arrival_s, interval_s)
-    in_flight = period.end - started
     rate = last["num_input_rows"] / arrival_s
+    # the batch in flight holds what arrived while the last one ran (over ``window``); when the last batch ran past
+    # the period's end (its record came before the tick), nothing was in flight yet, and what the last batch's
+    # records took (half their arrival time waiting, then the batch) bounds the response time instead
+    window = max(started - last_start, interval_s)
+    in_flight = max(period.end - started, 0.0)
     return OperatorMetrics(
         operator=name,
         deployment=deployment,
         input_rate=rate,
         processing_rate=None,
         utilisation=1.0,
-        response_time_s=in_flight + arrival_s / 2.0,
-        response_time_p95_s=in_flight + arrival_s,
+        response_time_s=max(in_flight + window / 2.0, last_d + arrival_s / 2.0),
+        response_time_p95_s=max(in_flight + window, last_d + arrival_s),
         backlog=rate * in_flight,
         reason=f"executors via {source}; no micro-batch finished or started in the period: one has run for "
         f"{in_flight:.1f} s (overload); input rate and response time estimated from the batch before it",

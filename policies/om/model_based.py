@@ -246,6 +246,9 @@ class ModelBased(Policy):
         n_speeds = self.space.grid_shape[1]
         self.thr_lo = np.zeros(n_speeds)  # largest per-replica rate (tuples/s) seen without violation
         self.thr_hi = np.full(n_speeds, np.inf)  # smallest per-replica rate seen with a violation
+        # per class: the smallest rate (tuples/s) seen violating on it, until it meets the bound at that rate or
+        # above (the evidence that bounds the engine model's plan, ``_threshold_model``)
+        self.class_viol = np.full(self.space.n_classes, np.inf)
         # per speed rank: periods, sum x, sum u, sum x^2, sum x u, max x / u (capacity_bound; x in tuples/s)
         self.cap_stats = np.zeros((n_speeds, 6))
         # sum w y, sum w^2 of the queueing-delay fit y = v w (capacity_bound; see queueing_variability)
@@ -292,11 +295,17 @@ class ModelBased(Policy):
         the levels that received a rate since the last refresh -- their columns come out exactly as a full
         recomputation would give them (:func:`level_exceedance`)."""
         if self._thresholds is None:
-            self._thresholds = self._engine_thresholds()
-            if self._thresholds is None:
+            engine = self._engine_thresholds()
+            if engine is None:
                 lo, hi = self.brackets()
                 theta = per_replica_bounds(lo, hi, self._queueing_guess())
                 self._thresholds = self.space.class_n * theta[self._class_rank]
+            else:
+                # the engine model plans, but below the rates at which the operator's deployments violated: a
+                # fit made on quick batches keeps promising their speed through periods in which no batch
+                # finishes (nothing to refit from; on Spark under load it held 3 executors at 130 tuples/s
+                # through 8 violated periods)
+                self._thresholds = np.minimum(engine, np.nextafter(self._violated_rates(), -np.inf))
             self._dirty_levels[:] = True
         cols = np.flatnonzero(self._dirty_levels)
         if len(cols) == 0:
@@ -306,6 +315,16 @@ class ModelBased(Policy):
         if not np.array_equal(new, self.v_hat[:, cols]):
             self.v_hat[:, cols] = new
             self._cost = None
+
+    def _violated_rates(self) -> np.ndarray:
+        """Per class, the smallest rate (tuples/s) seen violating on it or on a class of the same speed with more
+        replicas (fewer replicas of that speed violate there too); ``inf`` where none did."""
+        out = self.class_viol.copy()
+        n, rank = self.space.class_n, self._class_rank
+        for c in range(len(out)):
+            same = (rank == rank[c]) & (n >= n[c])
+            out[c] = self.class_viol[same].min()
+        return out
 
     def brackets(self) -> tuple[np.ndarray, np.ndarray]:
         """Per speed rank, the bracket ``[lo, hi)`` (tuples/s) of the per-replica bound theta learned so far; with
@@ -411,6 +430,13 @@ class ModelBased(Policy):
             elif not settling and not violated and not overloaded and x > self.thr_lo[rank]:
                 self.thr_lo[rank] = x
                 changed = True
+            if d >= 0 and not settling and x > 0.0:
+                if violated and rate_now < self.class_viol[c]:
+                    self.class_viol[c] = rate_now
+                    changed = True
+                elif not violated and not overloaded and rate_now >= self.class_viol[c]:
+                    self.class_viol[c] = np.inf  # met the bound where it had violated: the slowdown passed
+                    changed = True
             processed = obs.processing_rate if obs is not None else None
             if (
                 self.params["capacity_bound"]
@@ -898,6 +924,7 @@ class ModelBased(Policy):
             self.violations[:] = 0.0
             if key[3] > self._model_key[3]:
                 self.thr_hi[:] = np.inf
+                self.class_viol[:] = np.inf
             else:
                 self.thr_lo[:] = 0.0
             self._project()
@@ -929,6 +956,7 @@ class ModelBased(Policy):
             "v_hat": self.v_hat,
             "thr_lo": self.thr_lo,
             "thr_hi": self.thr_hi,
+            "class_viol": self.class_viol,
             "cap_stats": self.cap_stats,
             "delay_stats": self.delay_stats,
             "rate_hist": self.rate_hist,
@@ -955,6 +983,10 @@ class ModelBased(Policy):
         self.v_hat = arrays["v_hat"].copy()
         self.thr_lo = arrays["thr_lo"].copy()
         self.thr_hi = arrays["thr_hi"].copy()
+        # states saved before the per-class evidence start without it
+        self.class_viol = (
+            arrays["class_viol"].copy() if "class_viol" in arrays else np.full(self.space.n_classes, np.inf)
+        )
         # states saved before capacity_bound existed carry no capacity statistics
         self.cap_stats = (
             arrays["cap_stats"].copy() if "cap_stats" in arrays else np.zeros((len(self.thr_hi), 6))

@@ -224,3 +224,26 @@ def test_the_engine_fit_survives_the_agent_state_exactly() -> None:
     assert a.explanation["engine_model"] == b.explanation["engine_model"]
     with pytest.raises(ValueError, match="params.engine_model"):
         ModelBased(spec, {"engine_model": "always"})
+
+
+def test_violations_the_fit_does_not_expect_bound_its_plan() -> None:
+    """The engine slowed after the fit (a loaded machine): periods in which no batch finishes carry no batch to
+    refit from, only the violation at a rate the fit says two executors carry. The policy's learned bound from
+    those violations caps the fit's thresholds, so it scales out instead of holding two executors."""
+    params = {"capacity_bound": True, "multi_step": True}
+    policy, _ = _warmed(params)
+    carried = policy.engine.max_rate(2, INTERVAL_S, R_MAX_S, PARTITIONS)
+    rate = 0.8 * carried  # within what the fit expects of 2 executors
+
+    def stalled() -> Observation:  # overload without a finished batch (the Spark monitor's stalled period)
+        return Observation(np.array([2]), rate, 2 * R_MAX_S, True, 1.0, True, None)
+
+    proposals = [policy.step(stalled()) for _ in range(2)]
+    assert any(p.deployment.sum() > 2 for p in proposals), [p.explanation for p in proposals]
+    n2 = int(np.flatnonzero(policy.space.class_n == 2)[0])
+    assert policy._thresholds[n2] < rate <= carried  # the evidence, not the fit, bounds two executors
+    # the slowdown passes: two executors meet the bound at that rate again, and the fit alone plans once more
+    policy.step(Observation(np.array([2]), rate, R_MAX_S / 2, False, 0.6, True, rate))
+    assert np.isinf(policy.class_viol).all() and policy._thresholds[n2] == pytest.approx(carried)
+    restored = ModelBased.from_state(_spec(), policy.state_bytes())
+    assert np.array_equal(restored.class_viol, policy.class_viol)

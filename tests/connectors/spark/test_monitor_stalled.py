@@ -136,7 +136,17 @@ def test_the_stalled_rate_is_the_last_batchs_records_over_their_arrival_time_and
     c = m.operators["counter"]
     assert "overload" in c.reason
     assert c.input_rate == pytest.approx(360 / 4.0)  # not 360 / 8 = 45 (the processing rate)
-    assert c.response_time_s == pytest.approx(10 + 4.0 / 2)  # in flight since T0, records ~2 s older
+    # batch 18 in flight since T0 holds what arrived during batch 17's 8 s: 4 s older on average
+    assert c.response_time_s == pytest.approx(10 + 8.0 / 2)
+    assert c.backlog == pytest.approx(90.0 * 10)
+
+    # batch 17 ran past the period's end (its record arrived before the tick) and 18 began after it: nothing was
+    # in flight in the period; the response time is at least what 17's records took (2 s waiting, 8 s in it)
+    period = Period(0, T0 - 5, T0 - 1)
+    DriverStatus.objects.filter(operator=op).update(last_seen=dt.datetime.fromtimestamp(T0 - 2, tz=dt.UTC))
+    ui.jobs = [{"jobId": 40, "submissionTime": gmt(T0 + 1), "status": "RUNNING", "description": description}]
+    c = monitor.collect(period).operators["counter"]
+    assert "overload" in c.reason and c.response_time_s == pytest.approx(8.0 + 4.0 / 2) and c.backlog == 0.0
 
     # without the description the same late job is a query that sat idle: no stall, and the reason says so
     ui.jobs = [{"jobId": 40, "submissionTime": gmt(T0 + 6), "status": "RUNNING"}]
