@@ -684,12 +684,7 @@ def _revise_for_node_limits(
     if not adds:
         return set()
     snapshots = region_capacity.read(topo, [o.deployment for o in observations]).snapshots
-    regions = {op.deployment.region_id: op.deployment.region for op in topo.operators}
-    full = {
-        rid
-        for rid, per_type in adds.items()
-        if region_capacity.over_node_limit(snapshots.get(rid), regions[rid].max_nodes, per_type)
-    }
+    full = _over_node_limit(topo, adds, snapshots)
     revised: set[str] = set()
     for i, (op, policy, obs) in enumerate(zip(topo.operators, policies, observations, strict=True)):
         if op.deployment.region_id not in full or not (proposals[i].deployment > obs.deployment).any():
@@ -708,13 +703,21 @@ def _node_limited(topo: Topology, waiting: dict, snapshots: dict[int, dict]) -> 
     for region_id, node_type, slots, _ in waiting.values():
         per_type = per_region.setdefault(region_id, {})
         per_type[node_type] = per_type.get(node_type, 0) + int(slots)
+    full = _over_node_limit(topo, per_region, snapshots)
+    return {op.name for op in topo.operators if op.pk in waiting and waiting[op.pk][0] in full}
+
+
+def _over_node_limit(
+    topo: Topology, per_region: dict[int, dict[str, int]], snapshots: dict[int, dict]
+) -> set[int]:
+    """Ids of the application's regions that cannot hold, within their node limit, what runs or is granted there
+    plus ``per_region`` (region id -> node type -> replicas more; :func:`autoscaler.control.capacity.over_node_limit`)."""
     regions = {op.deployment.region_id: op.deployment.region for op in topo.operators}
-    full = {
+    return {
         rid
         for rid, per_type in per_region.items()
         if region_capacity.over_node_limit(snapshots.get(rid), regions[rid].max_nodes, per_type)
     }
-    return {op.name for op in topo.operators if op.pk in waiting and waiting[op.pk][0] in full}
 
 
 def _still_awaits(change, names: list[str], node_type: str | None) -> bool:
