@@ -351,7 +351,9 @@ def _count_tick(control: ApplicationControl, started: float) -> None:
     control.latency_buckets = buckets
 
 
-def _load_policy(agent: AgentState | None, op, topo, control, rails: Rails) -> Policy:
+def load_policy(agent: AgentState | None, op, topo, control, rails: Rails) -> Policy:
+    """The operator's OM policy as the tick builds it: the application's choice and params, the spec with the
+    rails' replica bounds and the AM's configuration, the stored agent state when it is the same policy."""
     name, params = policy_choice(topo.application, "om", DEFAULT_OM_POLICY)
     lo, hi = rails.bounds(op.name, op.max_parallelism)
     spec = operator_spec(topo, op, control.am_config, k_min=lo, k_max=hi)
@@ -404,7 +406,7 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
     observations: list[Observation] = []
     for op in topo.operators:
         m = metrics.operators[op.name]
-        policy = _load_policy(agents.get(op.pk), op, topo, control, rails)
+        policy = load_policy(agents.get(op.pk), op, topo, control, rails)
         rt = m.response_time_s
         violated = rt is None or not np.isfinite(rt) or rt > policy.spec.r_max_s
         violated_any = violated_any or violated
@@ -422,7 +424,8 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
         policies.append(policy)
         proposals.append(policy.step(obs))
         observations.append(obs)
-    node_limited |= _revise_for_node_limits(topo, policies, proposals, observations)
+    revised, capacity_read = _revise_for_node_limits(topo, policies, proposals, observations)
+    node_limited |= revised
     for i, op in enumerate(topo.operators):
         m = metrics.operators[op.name]
         obs, proposal = observations[i], proposals[i]
@@ -471,8 +474,13 @@ def _learn_and_arbitrate(app, tick, control, topo: Topology, metrics: PeriodMetr
         violated_app = violated_any
     for attempt in range(region_capacity.RETRIES + 1):
         # the AM grants within the provisioned capacity; scale-outs are reserved (re-arbitrate on a conflict)
-        capacity = region_capacity.read(
-            topo, [r.k for r in requests], freeze=attempt == region_capacity.RETRIES
+        # (the first attempt reuses the document the node-limit check read in this tick, when it read one)
+        capacity = (
+            capacity_read
+            if attempt == 0 and capacity_read is not None
+            else region_capacity.read(
+                topo, [r.k for r in requests], freeze=attempt == region_capacity.RETRIES
+            )
         )
         arbiter = Arbiter(
             app.eta_r,
@@ -667,13 +675,14 @@ def _record_drift(
 
 def _revise_for_node_limits(
     topo: Topology, policies: list[Policy], proposals: list[Proposal], observations: list[Observation]
-) -> set[str]:
+) -> tuple[set[str], region_capacity.Capacity | None]:
     """Before the AM arbitrates: in each region that cannot hold, within its node limit, what runs or is granted
     there plus the replicas this period's proposals add (:func:`autoscaler.control.capacity.over_node_limit`),
     the operators whose proposals add replicas decide again under the node limit
     (:meth:`policies.base.Policy.revise_for_node_limit`; ``proposals`` updated in place). Without this an
     operator learned of the limit only from the denial of the request that did not fit, a period later, and the
-    region spent that period provisioning for it (bench_loop's shortage). Returns the names revised."""
+    region spent that period provisioning for it (bench_loop's shortage). Returns the names revised and the
+    capacity read for the check (None when no proposal adds replicas: nothing was read)."""
     adds: dict[int, dict[str, int]] = {}
     names = topo.type_names
     for op, proposal, obs in zip(topo.operators, proposals, observations, strict=True):
@@ -682,9 +691,9 @@ def _revise_for_node_limits(
             per_type = adds.setdefault(op.deployment.region_id, {})
             per_type[names[t]] = per_type.get(names[t], 0) + int(rise[t])
     if not adds:
-        return set()
-    snapshots = region_capacity.read(topo, [o.deployment for o in observations]).snapshots
-    full = _over_node_limit(topo, adds, snapshots)
+        return set(), None
+    capacity = region_capacity.read(topo, [o.deployment for o in observations])
+    full = _over_node_limit(topo, adds, capacity.snapshots)
     revised: set[str] = set()
     for i, (op, policy, obs) in enumerate(zip(topo.operators, policies, observations, strict=True)):
         if op.deployment.region_id not in full or not (proposals[i].deployment > obs.deployment).any():
@@ -693,7 +702,7 @@ def _revise_for_node_limits(
         if revision is not None:
             proposals[i] = revision
             revised.add(op.name)
-    return revised
+    return revised, capacity
 
 
 def _node_limited(topo: Topology, waiting: dict, snapshots: dict[int, dict]) -> set[str]:
@@ -947,7 +956,7 @@ def _forget_actions(app: Application, decisions: list[Decision], control: Applic
     agents = {a.operator_id: a for a in AgentState.objects.select_for_update().filter(operator_id__in=by_op)}
     for op in topo.operators:
         if op.pk in agents:
-            policy = _load_policy(agents[op.pk], op, topo, control, rails)
+            policy = load_policy(agents[op.pk], op, topo, control, rails)
             policy.override_last_action(0)
             agent = agents[op.pk]
             agent.blob = policy.state_bytes()

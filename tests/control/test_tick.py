@@ -79,12 +79,12 @@ def test_agent_state_survives_a_restart_bit_exactly():
     for slot in range(10, 15):
         run_tick(app.pk, slot)
     agent = AgentState.objects.get()
-    from autoscaler.control.tick import _load_policy
+    from autoscaler.control.tick import load_policy
     from autoscaler.control.topology import topology
 
     topo = topology(app)
     control = ApplicationControl.objects.get(application=app)
-    policy = _load_policy(agent, topo.operators[0], topo, control, parse_rails(control.rails))
+    policy = load_policy(agent, topo.operators[0], topo, control, parse_rails(control.rails))
     assert policy.state_bytes() == bytes(agent.blob)
     assert agent.steps == policy.t == 4
 

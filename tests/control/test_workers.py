@@ -13,7 +13,7 @@ import pytest
 from autoscaler.control.builders import simulated_pipeline
 from autoscaler.control.models import AgentState, ApplicationControl, Decision, SimulatedEngine, Tick
 from autoscaler.control.rails import parse_rails
-from autoscaler.control.tick import _load_policy
+from autoscaler.control.tick import load_policy
 from autoscaler.control.topology import topology
 from connectors.factory import build_connector
 from policies.base import Observation
@@ -161,7 +161,7 @@ def test_agent_state_survives_a_worker_restart_bit_exactly(broker, start_worker)
     # continue the saved agent in this process on the same observation: the worker must have produced the same
     topo = topology(app)
     control = ApplicationControl.objects.get(application=app)
-    policy = _load_policy(saved, topo.operators[0], topo, control, parse_rails(control.rails))
+    policy = load_policy(saved, topo.operators[0], topo, control, parse_rails(control.rails))
     assert policy.state_bytes() == blob_12
     d = Decision.objects.get(application=app, slot=13)
     m = d.observed

@@ -44,7 +44,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 
 from connectors.spark.bench.product import PREFIX
-from connectors.spark.bench.report import json_rows, summary
+from connectors.spark.bench.report import fmt, json_rows, summary
 from policies.registry import RECOMMENDED_OM as RECOMMENDED
 
 if TYPE_CHECKING:
@@ -415,10 +415,10 @@ def _table(
     for r in results:
         ratio = f"{r.core_seconds / base.core_seconds:.2f}" if base else "-"
         lines.append(
-            f"| {r.strategy} | {r.periods} | {r.violations_pct:.0f} ({r.pred_violations_pct:.0f} / {_num(r.sim_violations_pct, 0)} / "
-            f"{_num(r.engine_violations_pct, 0)}) | {r.latency_mean_s:.1f} ({r.pred_latency_mean_s:.1f} / "
-            f"{_num(r.sim_latency_mean_s, 1)} / {_num(r.engine_latency_mean_s, 1)}) | {r.core_seconds:.0f} "
-            f"({_num(r.engine_core_s, 0)}) | {ratio} | "
+            f"| {r.strategy} | {r.periods} | {r.violations_pct:.0f} ({r.pred_violations_pct:.0f} / {fmt(r.sim_violations_pct, 0)} / "
+            f"{fmt(r.engine_violations_pct, 0)}) | {r.latency_mean_s:.1f} ({r.pred_latency_mean_s:.1f} / "
+            f"{fmt(r.sim_latency_mean_s, 1)} / {fmt(r.engine_latency_mean_s, 1)}) | {r.core_seconds:.0f} "
+            f"({fmt(r.engine_core_s, 0)}) | {ratio} | "
             f"{r.cost_usd:.5f} | {r.reconfigurations} | {r.apply_mean_s:.1f}/{r.apply_max_s:.1f} | "
             f"{r.downtime_max_s:.1f} | {r.got}/{r.expected} | {r.lost} | {r.duplicated} | "
             f"{r.error[:60] or '-'} |"
@@ -457,11 +457,6 @@ def _control_plane(keep: bool) -> Iterator[str]:
             Application.objects.filter(owner__username=OWNER).update(state=Application.State.PAUSED)
         else:
             cleanup()
-
-
-def _num(value: float | None, digits: int) -> str:
-    """``value`` rounded to ``digits`` decimals, "-" when there is none."""
-    return "-" if value is None else f"{value:.{digits}f}"
 
 
 def _write_series(path: Path, cfg: BenchConfig, results: list[RunResult]) -> None:

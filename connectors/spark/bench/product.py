@@ -213,15 +213,14 @@ def pretrain(app, series: list[dict[str, Any]], cfg: BenchConfig) -> int:  # noq
     """Replay recorded periods (rows of ``RunResult.series``) through the operator's policy as the tick builds
     it, and store its state as the operator's agent state; returns the periods replayed."""
     from autoscaler.control.models import AGENT_STATE_FORMAT, AgentState
-    from autoscaler.control.tick import control_of
-    from autoscaler.control.topology import DEFAULT_OM_POLICY, operator_spec, policy_choice, topology
-    from policies import registry
+    from autoscaler.control.rails import effective_rails_data, parse_rails
+    from autoscaler.control.tick import control_of, load_policy
+    from autoscaler.control.topology import topology
 
     topo = topology(app)
     control = control_of(app)
     op = next(o for o in topo.operators if o.name == OPERATOR)
-    name, params = policy_choice(app, "om", DEFAULT_OM_POLICY)
-    policy = registry.load("om", name)(operator_spec(topo, op, control.am_config), params, seed=op.pk)
+    policy = load_policy(None, op, topo, control, parse_rails(effective_rails_data(app, control)))
     engine = (cfg.partitions, cfg.interval_s, cfg.period_s)
     fields = PeriodStats.__dataclass_fields__
     for row in series:
@@ -249,7 +248,6 @@ class ExecutorSampler:
     def __init__(self, operator_id: int, initial: int, since: float) -> None:
         self.operator_id = operator_id
         self.samples: list[tuple[float, int]] = [(since, initial)]
-        self.core_s = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -270,9 +268,12 @@ class ExecutorSampler:
 
     def tick(self, executors: int | None, now: float | None = None) -> None:
         now = time.time() if now is None else now
-        last_t, last_k = self.samples[-1]
-        self.core_s += last_k * (now - last_t)
-        self.samples.append((now, last_k if executors is None else int(executors)))
+        self.samples.append((now, self.samples[-1][1] if executors is None else int(executors)))
+
+    @property
+    def core_s(self) -> float:
+        """Executor-seconds up to the last sample."""
+        return self.core_s_until(self.samples[-1][0])
 
     def core_s_until(self, t: float) -> float:
         """Executor-seconds from the first sample to ``t`` (epoch s), each sample's count held until the next."""

@@ -105,13 +105,14 @@ def summary(rows: list[dict], floor_core_s: float) -> str:
         ]
         lines.append(
             f"| {name} | {len(rs)} | {np.median(v):.0f} ({max(v):.0f}) | {np.median(c):.0f} ({max(c):.0f}) | "
-            f"{_fmt(np.median(sp) if sp else None)} | {_fmt(np.median(fl) if fl else None)} "
-            f"({_fmt(max(fl) if fl else None)}) | {np.median([r['reconfigurations'] for r in rs]):.0f} | "
-            f"{_fmt(max(gv, key=abs) if gv else None, 0)} | {_fmt(max(gc, key=abs) if gc else None, 0)} | "
+            f"{fmt(np.median(sp) if sp else None)} | {fmt(np.median(fl) if fl else None)} "
+            f"({fmt(max(fl) if fl else None)}) | {np.median([r['reconfigurations'] for r in rs]):.0f} | "
+            f"{fmt(max(gv, key=abs) if gv else None, 0)} | {fmt(max(gc, key=abs) if gc else None, 0)} | "
             f"{sum(r['lost'] for r in rs)} | {sum(r['duplicated'] for r in rs)} |"
         )
     return "\n".join(lines) + "\n"
 
 
-def _fmt(x: float | None, digits: int = 2) -> str:
+def fmt(x: float | None, digits: int = 2) -> str:
+    """``x`` rounded to ``digits`` decimals, "-" when there is none."""
     return "-" if x is None else f"{x:.{digits}f}"
