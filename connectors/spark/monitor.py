@@ -330,7 +330,12 @@ def _stalled(
     its records took to arrive; at least one interval; the batch's own duration without an earlier batch of the
     same run), the response time as the in-flight time plus half the time the batch in flight took to fill (a
     lower bound: its records are not out yet; at least what the last batch's records took), utilisation 1, no
-    processing rate and no micro-batch sample (nothing finished to learn from)."""
+    processing rate and no micro-batch sample (nothing finished to learn from).
+
+    When the driver already runs the batch after the next one, the next one finished before the tick and its
+    progress is still on its way (the agent ships after a batch ends): that batch is the one the period held, its
+    time in flight ends when the running one began, and the same estimates apply. Two or more batches without
+    progress are an agent that lags, not a stall: no data."""
     from autoscaler.ingest.models import DriverStatus, ProgressSample
 
     status = DriverStatus.objects.filter(operator=binding.operator).first()
@@ -356,8 +361,25 @@ def _stalled(
     last_start = last["timestamp"].timestamp()
     last_d = (last["batch_duration_ms"] or 0.0) / 1000.0
     last_end = last_start + last_d
-    named_next = running.batch_id == last["batch_id"] + 1 and running.run_id in ("", last["run_id"])
-    if named_next or running.since - last_end <= interval_s:  # the batch in flight followed the last one
+    same_run = running.batch_id is not None and running.run_id in ("", last["run_id"])
+    ahead = (
+        (running.batch_id or 0) - last["batch_id"] if same_run else 0
+    )  # batches past the last one received
+    named_next = ahead == 1
+    # the driver runs the batch after the next: the next one finished (when the one running now began, at the
+    # latest) but its progress has not reached the control plane yet; it is the batch the period held (more
+    # batches without progress are an agent that lags: no data)
+    unshipped = ahead == 2
+    if ahead > 2:
+        return None, (
+            f"the driver runs batch {running.batch_id}, the progress of batches {last['batch_id'] + 1}.."
+            f"{last['batch_id'] + ahead - 1} has not been received"
+        )
+    end = period.end
+    if unshipped:
+        started = last_end if last_d >= interval_s else last_start + interval_s
+        busy_since, end = last_start, min(max(running.since, started), period.end)
+    elif named_next or running.since - last_end <= interval_s:  # the batch in flight followed the last one
         started = last_end if last_d >= interval_s else last_start + interval_s
         started, busy_since = min(started, running.since), last_start
     else:  # the query sat idle in between: the batch in flight began with its oldest running job
@@ -378,7 +400,7 @@ def _stalled(
     # the period's end (its record came before the tick), nothing was in flight yet, and what the last batch's
     # records took (half their arrival time waiting, then the batch) bounds the response time instead
     window = max(started - last_start, interval_s)
-    in_flight = max(period.end - started, 0.0)
+    in_flight = max(end - started, 0.0)
     return OperatorMetrics(
         operator=name,
         deployment=deployment,
@@ -388,8 +410,14 @@ def _stalled(
         response_time_s=max(in_flight + window / 2.0, last_d + arrival_s / 2.0),
         response_time_p95_s=max(in_flight + window, last_d + arrival_s),
         backlog=rate * in_flight,
-        reason=f"executors via {source}; no micro-batch finished or started in the period: one has run for "
-        f"{in_flight:.1f} s (overload); input rate and response time estimated from the batch before it",
+        reason=f"executors via {source}; "
+        + (
+            f"batch {last['batch_id'] + 1} ran for {in_flight:.1f} s in the period and finished (batch "
+            f"{running.batch_id} runs now), its progress not received yet"
+            if unshipped
+            else f"no micro-batch finished or started in the period: one has run for {in_flight:.1f} s (overload)"
+        )
+        + "; input rate and response time estimated from the batch before it",
         batch_interval_s=interval_s,
     ), ""
 

@@ -152,3 +152,49 @@ def test_the_stalled_rate_is_the_last_batchs_records_over_their_arrival_time_and
     ui.jobs = [{"jobId": 40, "submissionTime": gmt(T0 + 6), "status": "RUNNING"}]
     m = monitor.collect(period)
     assert not m.complete and "not a stall" in m.reason
+
+
+def test_a_finished_batch_whose_progress_is_on_its_way_is_the_batch_the_period_held(
+    django_user_model, make_app, ui
+):
+    """The driver runs batch 19 while the last progress received is batch 17's: batch 18 finished before the tick
+    and its progress has not arrived. The period held batch 18 (from 17's end to 19's start): overload estimated
+    as for a batch in flight, with its time in the period ending when 19 began. Two unshipped batches are an
+    agent that lags: no data, and the reason names the batches."""
+    app, _ = make_app(django_user_model.objects.create_user("carol"), "{batchIntervalS: 2.5}")
+    op = app.operators.get(name="counter")
+
+    def batch(batch_id: int, at: float, rows: int, ms: int) -> dict[str, Any]:
+        return {"runId": "r", "batchId": batch_id, "timestamp": dt.datetime.fromtimestamp(at, tz=dt.UTC).isoformat(),
+                "numInputRows": rows, "batchDuration": ms}  # fmt: skip
+
+    progress = [batch(15, T0 - 40, 20, 1000), batch(16, T0 - 12, 180, 4000), batch(17, T0 - 8, 360, 8000)]
+    driver = {"uiUrl": ui.url, "appId": "app-x", "executors": 1, "profile": SMALL}
+    store.store_progress(op, ProgressPayload.model_validate({"progress": progress, "driver": driver}))
+    DriverStatus.objects.filter(operator=op).update(last_seen=dt.datetime.fromtimestamp(T0 + 9, tz=dt.UTC))
+    monitor = build_connector(app).monitor
+    period = Period(0, T0, T0 + 10)
+    # batch 18 ran from T0 (17's end) to T0 + 9, when 19 began
+    ui.jobs = [{"jobId": 41, "submissionTime": gmt(T0 + 9), "status": "RUNNING",
+                "description": "\nid = q\nrunId = r\nbatch = 19"}]  # fmt: skip
+    m = monitor.collect(period)
+    assert m.complete, m.reason
+    c = m.operators["counter"]
+    assert "batch 18 ran for 9.0 s" in c.reason and "not received" in c.reason
+    assert c.utilisation == 1.0 and c.processing_rate is None
+    assert c.input_rate == pytest.approx(360 / 4.0)
+    assert c.response_time_s == pytest.approx(
+        9 + 8.0 / 2
+    )  # 18's 9 s run + half the 8 s its records took to come
+    assert c.backlog == pytest.approx(90.0 * 9)
+
+    # a batch of another run is not the next one's successor: the period stays without data
+    ui.jobs[0]["description"] = "\nid = q\nrunId = other\nbatch = 19"
+    ui.jobs[0]["submissionTime"] = gmt(T0 + 9.5)
+    assert not monitor.collect(period).complete
+
+    # batch 20 running: 18 and 19 both without progress is an agent that lags
+    ui.jobs = [{"jobId": 42, "submissionTime": gmt(T0 + 9), "status": "RUNNING",
+                "description": "\nid = q\nrunId = r\nbatch = 20"}]  # fmt: skip
+    m = monitor.collect(period)
+    assert not m.complete and "batches 18..19 has not been received" in m.reason
