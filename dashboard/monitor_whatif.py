@@ -1,10 +1,12 @@
 """What-if: replay an application's recorded input rates through the application simulator with another OM policy,
 other cost weights or another SLO, and compare with what the control plane actually did over the same periods.
 
-The simulated system is the application's own model (managed operators, selectivities, service times, node types
-and prices of its catalog), starting from the deployment recorded at the first period; the AM's arbiter (token
-bucket with the what-if's eta_R) grants or denies proposals as in the live control loop. Units: cost per hour in
-currency/h, fractions in [0, 1].
+The simulated system is the application's own model (managed operators, selectivities, node types and prices of
+its catalog; per operator the engine model its OM fitted from its own metrics -- a Spark operator's micro-batch
+model -- or else the M/G/1 queue of its learned service time), starting from the deployment recorded at the first
+period; the AM's arbiter, with the application's AM options (token bucket, reserve, batching, hold) and the
+what-if's eta_R, grants or denies proposals as in the live control loop. Units: cost per hour in currency/h,
+fractions in [0, 1].
 """
 
 from __future__ import annotations
@@ -95,9 +97,15 @@ def run(
     app: Application, params: dict[str, Any], progress: Callable[[float], None] | None = None
 ) -> dict[str, Any]:
     """Simulate ``params`` (from :func:`validate`) over the recorded trace; returns the comparison."""
-    from autoscaler.control.am import managed_application
+    from autoscaler.control.am import managed_application, simulation_models
     from autoscaler.control.models import ApplicationControl
-    from autoscaler.control.topology import naive_configuration, topology
+    from autoscaler.control.topology import (
+        DEFAULT_AM_POLICY,
+        naive_configuration,
+        policy_choice,
+        topology,
+    )
+    from policies import options
     from policies.am.arbiter import Arbiter
     from policies.am.naive import naive_bounds
     from policies.model import CostWeights
@@ -140,12 +148,18 @@ def run(
         if k.sum() == 0:
             k[0] = 1
         k0.append(k)
+    # the tick's arbitration: the application's AM options (policies.options: bucket, reserve, batching, hold)
+    am_name, am_params = policy_choice(app, "am", DEFAULT_AM_POLICY)
+    am_options = options.resolve("am", am_name, am_params)
     arbiter = Arbiter(
         float(params["etaR"]),
-        1.0,
+        am_options["bucket_capacity"],
         k_max=[op.max_parallelism for op in topo.operators],
         k_min=1,
         node_type_names=topo.type_names,
+        batching=am_options["batching"],
+        scale_in_reserve=am_options["scale_in_reserve"],
+        hold_scale_ins=am_options["hold_scale_ins"],
     )
     n = len(trace)
     every = max(n // 50, 1)
@@ -155,7 +169,15 @@ def run(
             progress(t / n)
 
     sim = simulate_application(
-        papp, trace, node_types, oms=oms, arbiter=arbiter, k0=k0, am_hook=hook, hook_every=every
+        papp,
+        trace,
+        node_types,
+        oms=oms,
+        arbiter=arbiter,
+        models=simulation_models(app, topo),  # an engine model the OMs fitted, else the learned service time
+        k0=k0,
+        am_hook=hook,
+        hook_every=every,
     )
     eta_v, eta_r = float(params["etaV"]), float(params["etaR"])
     sim_cost = sim.price  # currency/h per period

@@ -342,6 +342,13 @@ class Policy(ABC):
         """The queueing model to plan on (``spec.model_mode``: given / hint / learn); None: nothing known yet."""
         return calibration.planning_model(self.spec.model, self.spec.model_mode, self.service)
 
+    def fitted_engine_model(self) -> QueueModel | None:
+        """The engine performance model fitted from the operator's own metrics (a micro-batch engine's:
+        :class:`policies.engine_model.MicroBatchQueueModel`), for simulations of the operator (the AM's BO, the
+        what-if replay); None when the policy fits none or its fit is not ready (the simulator then uses the
+        service time the control plane learned)."""
+        return None
+
     def target_of(self, k: np.ndarray, action: int) -> np.ndarray:
         """The deployment ``action`` leads to from ``k`` (a new array); for :data:`JUMP`, the target of this
         period's decision."""

@@ -37,6 +37,8 @@ from typing import Any
 
 import numpy as np
 
+from policies.model import QueueModel
+
 WINDOW = 40  # periods kept (the forgetting window): 10 minutes of 15-s periods
 MIN_SAMPLES = 4  # fitted periods needed when they all ran on one executor count (two counts: 2 suffice)
 MIN_SPREAD = (
@@ -244,15 +246,7 @@ class MicroBatchModel:
         (``inf`` at or beyond the capacity)."""
         f = self._params()
         e = effective_parallelism(executors, partitions, speed)
-        if e <= 0:
-            return math.inf
-        a, b = f.overhead_s, f.cost_s_per_record
-        if interval_s:
-            d = a + b * rate * interval_s / e
-            if d <= interval_s:
-                return d
-        load = b * rate / e
-        return a / (1.0 - load) if load < 1.0 else math.inf
+        return steady_batch_s(f.overhead_s, f.cost_s_per_record, rate, e, interval_s)
 
     def predict_latency_s(
         self,
@@ -265,6 +259,23 @@ class MicroBatchModel:
         """Steady-state mean response time (s) at ``rate`` (tuples/s): ``max(T, d) / 2 + d + offset``."""
         d = self.predict_batch_s(rate, executors, interval_s, partitions, speed)
         return _latency(d, interval_s) + self._params().latency_offset_s
+
+    def queue_model(
+        self, interval_s: float | None, partitions: int | None = None
+    ) -> MicroBatchQueueModel | None:
+        """The fit as a :class:`MicroBatchQueueModel` for simulations of this operator (steady state, trigger
+        interval ``interval_s`` s, ``partitions``); None while the model is not :attr:`ready`."""
+        if not self.ready:
+            return None
+        f = self._params()
+        return MicroBatchQueueModel(
+            service_mean_s=f.cost_s_per_record,
+            service_var_s2=0.0,
+            overhead_s=f.overhead_s,
+            interval_s=float(interval_s or 0.0),
+            partitions=int(partitions or 0),
+            latency_offset_s=f.latency_offset_s,
+        )
 
     def capacity(self, executors: int, partitions: int | None = None, speed: float = 1.0) -> float:
         """Throughput limit (tuples/s) of ``executors``: ``e / cost`` (batches back to back, the overhead
@@ -419,6 +430,91 @@ class MicroBatchModel:
         except TypeError as exc:
             raise ValueError(f"engine model state: malformed samples ({exc})") from exc
         return model
+
+
+def steady_batch_s(
+    overhead_s: float, cost_s_per_record: float, rate: float, parallelism: float, interval_s: float | None
+) -> float:
+    """Steady-state mean batch duration (s) at an arrival ``rate`` (tuples/s) on ``parallelism`` effective
+    executors: ``a + b rate T / e`` while that fits in the trigger interval ``T`` (s); else batches run back to
+    back and settle at ``a / (1 - b rate / e)``; ``inf`` at or beyond the capacity ``e / b``."""
+    if parallelism <= 0:
+        return math.inf
+    a, b = overhead_s, cost_s_per_record
+    if interval_s:
+        d = a + b * rate * interval_s / parallelism
+        if d <= interval_s:
+            return d
+    load = b * rate / parallelism
+    return a / (1.0 - load) if load < 1.0 else math.inf
+
+
+@dataclass(frozen=True)
+class MicroBatchQueueModel(QueueModel):
+    """A fitted micro-batch model seen through the :class:`policies.model.QueueModel` interface, in steady state,
+    so that the application simulator (the AM's BO, the what-if replay) runs a Spark operator as its engine runs
+    it rather than as an M/G/1 queue per replica (issue 21, item 2).
+
+    ``service_mean_s``: cost per record on one effective executor of speed 1 (s); ``overhead_s``: fixed cost of
+    a batch (s); ``interval_s``: trigger interval (s, 0: batches back to back); ``partitions`` (0: unknown);
+    ``latency_offset_s``: the learned gap between measured and formula response times (s). A deployment of
+    ``k`` executors whose slowest type has speedup ``s`` runs at ``effective_parallelism(k, P, s)`` (a wave
+    waits for its slowest task). The penalty after an executor change is a transient, not part of the steady
+    state. ``service_var_s2`` is unused (0)."""
+
+    overhead_s: float = 0.0
+    interval_s: float = 0.0
+    partitions: int = 0
+    latency_offset_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("overhead_s", "interval_s"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name}: must be a finite number >= 0 (s), got {value}")
+        if self.partitions < 0:
+            raise ValueError(f"partitions: must be >= 0 (0: unknown), got {self.partitions}")
+
+    def parallelism(self, k: np.ndarray, speedups: np.ndarray) -> float:
+        """Effective executors of deployment ``k`` (replicas per node type) with ``speedups`` per type."""
+        k = np.asarray(k)
+        present = k > 0
+        if not present.any():
+            return 0.0
+        slowest = float(np.asarray(speedups)[present].min())
+        return effective_parallelism(int(k.sum()), self.partitions or None, slowest)
+
+    def batch_s(self, k: np.ndarray, speedups: np.ndarray, rate: float) -> float:
+        """Steady-state mean batch duration (s) of deployment ``k`` at ``rate`` tuples/s."""
+        e = self.parallelism(k, speedups)
+        return steady_batch_s(self.overhead_s, self.service_mean_s, rate, e, self.interval_s or None)
+
+    def response_time(self, k: np.ndarray, speedups: np.ndarray, rate: float) -> float:
+        """Mean response time (s): ``max(T, d) / 2 + d + offset`` (inf at or beyond the capacity)."""
+        d = self.batch_s(k, speedups, rate)
+        if not math.isfinite(d):
+            return math.inf
+        return _latency(d, self.interval_s or None) + self.latency_offset_s
+
+    def replica_response_times(self, k: np.ndarray, speedups: np.ndarray, rate: float) -> np.ndarray:
+        """Every executor serves every batch: the operator's response time (s) for each node type."""
+        return np.full(len(np.asarray(k)), self.response_time(k, speedups, rate))
+
+    def utilisation(self, k: np.ndarray, speedups: np.ndarray, rate: float) -> float:
+        """Busy fraction of the query, ``d / max(T, d)`` (1 when batches run back to back); beyond the capacity
+        the load ``b rate / e`` (> 1), as a queue's rho."""
+        e = self.parallelism(k, speedups)
+        if e <= 0:
+            return math.inf
+        d = self.batch_s(k, speedups, rate)
+        if not math.isfinite(d):
+            return self.service_mean_s * rate / e
+        return d / max(self.interval_s, d) if d > 0 else 0.0
+
+    def capacity(self, k: np.ndarray, speedups: np.ndarray) -> float:
+        """Throughput limit (tuples/s): ``e / b``."""
+        return self.parallelism(k, speedups) / self.service_mean_s
 
 
 def _latency(duration_s: float, interval_s: float | None) -> float:

@@ -12,7 +12,7 @@ import numpy as np
 from django.db import transaction
 
 from autoscaler.control.models import ApplicationControl, Decision, Tick
-from autoscaler.control.tick import application_lock
+from autoscaler.control.tick import application_lock, load_policy
 from autoscaler.control.topology import (
     DEFAULT_AM_POLICY,
     DEFAULT_OM_POLICY,
@@ -85,6 +85,27 @@ def managed_application(topo: Topology):
     return PolicyApplication(topo.application.name, ops, edges, topo.application.r_max_ms / 1000.0, k_max)
 
 
+def simulation_models(app: Application, topo: Topology) -> list[Any]:
+    """Per managed operator (``topo.operators``' order), the performance model a simulation of the application
+    runs it on (the AM's BO, the what-if replay): the engine model its OM fitted from its own metrics (a
+    micro-batch engine's, ``Policy.fitted_engine_model``) when there is one, else the M/G/1 queue of the service
+    time the control plane learned (:func:`managed_application`)."""
+    from autoscaler.control.models import AgentState
+    from autoscaler.control.rails import effective_rails_data, parse_rails
+
+    papp = managed_application(topo)
+    control = ApplicationControl.objects.filter(application=app).first()
+    agents = {a.operator_id: a for a in AgentState.objects.filter(operator__in=topo.operators)}
+    models: list[Any] = []
+    rails = parse_rails(effective_rails_data(app, control)) if control is not None else None
+    for u, op in enumerate(topo.operators):
+        fitted = None
+        if control is not None and rails is not None and op.pk in agents:
+            fitted = load_policy(agents[op.pk], op, topo, control, rails).fitted_engine_model()
+        models.append(fitted if fitted is not None else papp.operators[u].queue_model())
+    return models
+
+
 def bo_configuration(
     app: Application, topo: Topology, params: dict[str, Any], since_slot: int
 ) -> dict[str, Any]:
@@ -139,7 +160,7 @@ def bo_configuration(
             np.array([current["bounds_ms"][n] / 1000.0 for n in papp.names]),
             CostWeights(w["perf"], w["res"], w["rcf"]),
         )
-    models = [papp.operators[u].queue_model() for u in range(papp.n)]
+    models = simulation_models(app, topo)
     config = am.optimise(
         Observations(
             np.array(rates),

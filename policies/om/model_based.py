@@ -135,7 +135,7 @@ import numpy as np
 from policies import forecast
 from policies.base import JUMP, Observation, Policy, Proposal, apply_action
 from policies.engine_model import MicroBatchModel
-from policies.model import OperatorSpec, mg1_max_rate
+from policies.model import OperatorSpec, QueueModel, mg1_max_rate
 from policies.om import engine_plan, mdp
 
 # ---- hyperparameters (paper defaults; CleanRL style) ------------------------------------------------------------
@@ -798,6 +798,11 @@ class ModelBased(Policy):
             self._threshold_model()
             if old is None or self._thresholds is None or not np.allclose(old, self._thresholds):
                 self._sweep(self.params["reweight_sweeps"])
+
+    def fitted_engine_model(self) -> QueueModel | None:
+        """The micro-batch engine model as a queue model for simulations, once fitted (whether it plans or not)."""
+        ctx = self._engine_ctx
+        return None if ctx is None else self.engine.queue_model(ctx.interval_s, ctx.partitions)
 
     def _engine_active(self) -> bool:
         """The engine model plans: not ``off``, the threshold learner's classes, a ready fit."""

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from policies.base import JUMP, Observation, Policy, action_delta
-from policies.model import OperatorSpec
+from policies.model import OperatorSpec, QueueModel
 
 
 @dataclass
@@ -64,7 +64,12 @@ class _ConfigCache:
         self.spec = spec
         self.speedups = spec.speedups
         self.prices = spec.prices
-        self.fast = spec.model.balancing == "round_robin" and spec.model.aggregation == "worst"
+        # the closed form below is the plain M/G/1 queue model's (an engine model subclass computes its own)
+        self.fast = (
+            type(spec.model) is QueueModel
+            and spec.model.balancing == "round_robin"
+            and spec.model.aggregation == "worst"
+        )
         self._cache: dict[tuple[int, ...], tuple[int, float, float, float]] = {}
 
     def entry(self, key: tuple[int, ...], k: np.ndarray) -> tuple[int, float, float, float]:
