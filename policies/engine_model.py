@@ -17,7 +17,10 @@ The model::
 
 is fitted by least squares over a forgetting window of the last :data:`WINDOW` periods (each period gives one
 sample: its mean batch duration and mean records per batch, which the linear model relates exactly as it
-relates single batches). Periods within :data:`SETTLE_PERIODS` of an executor change are kept out of the fit;
+relates single batches). A window whose batch sizes per executor do not spread by :data:`MIN_SPREAD` (a steady
+load on one executor count) identifies the line's level but not its slope: it keeps the per-record cost of the
+last window that spread and refits the overhead. Periods within :data:`SETTLE_PERIODS` of an executor change are
+kept out of the fit;
 the ratio of their measured duration to the fit's prediction is the **post-change penalty** (mean over the
 window, 1 before any). The mean response time is predicted as ``max(T, d) / 2 + d + offset`` (a record waits
 half a trigger interval -- or half a batch when batches run back to back -- then its batch runs); ``offset``
@@ -121,6 +124,9 @@ class MicroBatchModel:
         self.since_change = settle_periods  # periods observed since the executor count last changed
         self._fit: Fit | None = None
         self._fitted = False  # _fit is up to date with the samples
+        #: s per record of the last window whose batch sizes spread (None: never): carried through a window
+        #: that cannot separate the overhead from the per-record cost
+        self.cost_s_per_record: float | None = None
 
     # ---- learning ------------------------------------------------------------------------------------------
     def observe(
@@ -182,12 +188,20 @@ class MicroBatchModel:
         y = np.array([s.duration_s for s in settled])
         mean_x = float(x.mean())
         if not x.std() > MIN_SPREAD * mean_x:
-            return None
-        b, a = np.polyfit(x, y, 1)
-        if a < 0.0:  # no negative overhead: the line through the origin
-            a, b = 0.0, float(x @ y / (x @ x))
-        if not b > 0.0:
-            return None
+            # batches of one size identify the level of the line, not its slope: keep the per-record cost of the
+            # last window that spread (a steady load on one executor count for a whole window must not make the
+            # model forget what it knew), and refit the overhead to the window
+            if self.cost_s_per_record is None:
+                return None
+            b = self.cost_s_per_record
+            a = max(float(np.mean(y - b * x)), 0.0)
+        else:
+            b, a = np.polyfit(x, y, 1)
+            if a < 0.0:  # no negative overhead: the line through the origin
+                a, b = 0.0, float(x @ y / (x @ x))
+            if not b > 0.0:
+                return None
+            self.cost_s_per_record = float(b)
         resid = y - (a + b * x)
         rmse = float(np.sqrt(np.mean(resid * resid)))
         ratios = [s.duration_s / (a + b * s.work) for s in self.samples if s.settling]
@@ -413,6 +427,7 @@ class MicroBatchModel:
             "last_executors": self.last_executors,
             "since_change": self.since_change,
             "samples": [list(asdict(s).values()) for s in self.samples],
+            "cost_s_per_record": self.cost_s_per_record,
         }
 
     @classmethod
@@ -425,6 +440,8 @@ class MicroBatchModel:
             model.since_change = int(state["since_change"])
             for row in state["samples"]:
                 model.samples.append(Sample(*row))
+            cost = state.get("cost_s_per_record")  # absent in states saved before it was kept
+            model.cost_s_per_record = None if cost is None else float(cost)
         except KeyError as exc:
             raise ValueError(f"engine model state: missing field {exc.args[0]!r}") from exc
         except TypeError as exc:

@@ -158,3 +158,27 @@ def test_state_round_trip_is_exact_through_json() -> None:
         m.observe(321.0, 2.5, 4, PARTITIONS, INTERVAL_S, 6.0)
     assert restored.fit() == model.fit()
     assert restored.summary() == model.summary()
+
+
+def test_a_steady_window_keeps_the_per_record_cost_it_learned_and_refits_the_overhead() -> None:
+    """A steady load on one executor count for a whole window leaves batch sizes that do not spread: the model
+    must not forget what it knew (the live run went from planning on it to a plan without it and scaled 5 -> 3
+    executors at a rate 3 could not carry). It keeps the last identifiable per-record cost, refits the overhead
+    to the window, and the state carries it."""
+    model = _fed(noise_s=0.0)
+    first = model.fit()
+    assert first is not None and model.ready
+    # a whole window at 4 executors, 500 records per batch, on an overhead that grew to 1.5 s
+    for _ in range(model.window):
+        model.observe(500.0, 1.5 + B_S * 500.0 / 4, 4, PARTITIONS, INTERVAL_S)
+    fit = model.fit()
+    assert fit is not None and model.ready
+    assert fit.cost_s_per_record == pytest.approx(first.cost_s_per_record, rel=1e-9)
+    assert fit.overhead_s == pytest.approx(1.5, rel=1e-6)
+    restored = MicroBatchModel.from_state(json.loads(json.dumps(model.to_state())))
+    assert restored.fit() == fit
+    # never fitted: the same steady window gives no model
+    steady = MicroBatchModel()
+    for _ in range(steady.window):
+        steady.observe(500.0, 1.5 + B_S * 500.0 / 4, 4, PARTITIONS, INTERVAL_S)
+    assert steady.fit() is None and not steady.ready
