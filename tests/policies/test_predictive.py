@@ -207,7 +207,7 @@ def _scale_outs_taken_back(res, within: int) -> int:
 def test_a_plan_does_not_undo_a_change_for_the_noise_of_its_residual_level_on_b():
     """Infrastructure B, K_max 20 (a reconfiguration costs as much as 600 periods of a type-0 replica), the
     shipped month of Taxi: remade on a residual level that moves with every one-period error, the plan took back
-    scale-outs for the evening peaks and made them again. Committed to the level a change was made on
+    scale-outs within a few hours. Committed to the level a change was made on
     (``commit_changes``), it takes back fewer, reconfigures less, violates no more and costs less (measured:
     51 against 57 reconfigurations, 5 violations each, 0.00149 against 0.00151)."""
     spec = paper_spec("B", 3, 20)
