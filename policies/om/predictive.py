@@ -31,9 +31,12 @@ length until ``horizon_recoups`` *recoup periods* (:func:`recoup_periods`: the p
 resource cost repays a reconfiguration, ``w_rcf C_max / (w_res price per speedup)``; 20 on infrastructure A with
 K_max 10, 300 on B with K_max 10, 600 with K_max 20) or the forecaster's longest season: the far future only has
 to say whether a change now will pay for itself, and on B a 64-period plan never saw the way back from a flash
-crowd's deployment pay. Blocks longer than ``block_steps`` periods are evaluated at ``block_steps`` evenly spaced
-periods (:func:`stage_points`). The first action is executed (one replica per period, the papers' action set). The plan's per-stage decisions are kept and followed for ``replan_every``
-periods, or until the learned bounds change, the operator violates, or the rate leaves the band of the plan's
+crowd's deployment pay. Blocks longer than ``block_steps`` periods are cut into ``block_steps`` even spans
+(:func:`stage_spans`), each evaluated at its highest forecast (:func:`stage_points` gives the error horizon): at a
+span's middle period a peak narrower than the span (up to 64 periods on B) was charged or missed depending on
+where the spans fell, differently from one replan to the next. The first action is executed (one replica per
+period, the papers' action set). The plan's per-stage decisions are kept and followed for ``replan_every`` periods,
+or until the learned bounds change, the operator violates, or the rate leaves the band of the plan's
 forecast (``replan_sigmas`` standard deviations of the one-period error).
 
 Commitment (``commit_changes``): a plan takes its forecast as certain beyond the next period, but the residual
@@ -270,6 +273,7 @@ class Predictive(Policy):
         self.horizon = max(H, math.ceil(far))  # periods planned ahead in all
         self.edges = stage_edges(self.horizon, F, B, H)  # stage boundaries (periods)
         self.points, self.weights, self.point_stage = stage_points(self.edges, B)
+        self.span_starts = stage_spans(self.edges, B)  # the periods each evaluated one stands for begin here
         # the error distribution each evaluated period reads: a controller that replans on a surprise reacts within
         # reaction_periods, so a farther error is not a risk the plan must carry now
         self.ahead = np.minimum(self.points + 1, p["reaction_periods"])
@@ -459,7 +463,11 @@ class Predictive(Policy):
         and ``W_0`` per deployment."""
         samples = self._threshold_samples(thr)  # C x Q
         n = len(self.points)
-        p = self.fc.exceedance(xhat[self.points], samples.reshape(-1), self.ahead)
+        # each evaluated period stands for its span at the span's highest forecast: the plan takes one action per
+        # block, and a peak narrower than the spacing of the evaluated periods (up to 64 periods in the far blocks)
+        # was charged or missed depending on where they fell, differently from one replan to the next
+        peaks = np.maximum.reduceat(xhat[: self.edges[-1]], self.span_starts)
+        p = self.fc.exceedance(peaks, samples.reshape(-1), self.ahead)
         p = p.reshape(n, *samples.shape).mean(axis=2)  # points x C
         e = self.edges
         stage_p = np.add.reduceat(
@@ -572,6 +580,16 @@ def stage_edges(horizon: int, fine: int, block: int, near: int) -> np.ndarray:
         edges.add(pos)
         size *= 2
     return np.array(sorted(edges))
+
+
+def stage_spans(edges: np.ndarray, block: int) -> np.ndarray:
+    """The first period (from now) of the span of periods each of :func:`stage_points`'s periods stands for: every
+    period of a stage of at most ``block`` periods, else ``block`` consecutive spans splitting it evenly."""
+    starts: list[int] = []
+    for a, b in zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True):
+        n = min(b - a, block)
+        starts += [a + math.floor(j * (b - a) / n) for j in range(n)]
+    return np.array(starts, dtype=np.int64)
 
 
 def stage_points(edges: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
