@@ -279,11 +279,17 @@ class SeasonalForecaster:
             self.pred[(t + h) % self.ring][i] = max(self._profile_at(t + h, src_next) + phi**h * level, 0.0)
 
     # ---- forecasting ---------------------------------------------------------------------------------------
-    def forecast(self, horizon: int) -> np.ndarray:
-        """``x_hat`` (tuples/s) for the next ``horizon`` periods (index 0 = the next period)."""
+    def forecast(
+        self, horizon: int, level: float | None = None, phi: float | None = None, since: int = 0
+    ) -> np.ndarray:
+        """``x_hat`` (tuples/s) for the next ``horizon`` periods (index 0 = the next period); with ``level``
+        (tuples/s), ``phi`` (per period) and ``since`` (periods), the forecast of a residual level that was
+        ``level`` ``since`` periods ago and decays with ``phi`` (default: the current level and ``phi``)."""
         h = np.arange(1, horizon + 1)
         s = self.profile(self.t - 1 + h)
-        return np.maximum(s + self.phi() ** h * self.level, 0.0)
+        lv = self.level if level is None else level
+        decay = self.phi() if phi is None else phi
+        return np.maximum(s + decay ** (h + since) * lv, 0.0)
 
     def exceedance(
         self, xhat: np.ndarray, thresholds: np.ndarray, ahead: np.ndarray | None = None

@@ -31,10 +31,26 @@ length until ``horizon_recoups`` *recoup periods* (:func:`recoup_periods`: the p
 resource cost repays a reconfiguration, ``w_rcf C_max / (w_res price per speedup)``; 20 on infrastructure A with
 K_max 10, 300 on B with K_max 10, 600 with K_max 20) or the forecaster's longest season: the far future only has
 to say whether a change now will pay for itself, and on B a 64-period plan never saw the way back from a flash
-crowd's deployment pay. Blocks longer than ``block_steps`` periods are evaluated at ``block_steps`` evenly spaced
-periods (:func:`stage_points`). The first action is executed (one replica per period, the papers' action set). The plan's per-stage decisions are kept and followed for ``replan_every``
-periods, or until the learned bounds change, the operator violates, or the rate leaves the band of the plan's
+crowd's deployment pay. Blocks longer than ``block_steps`` periods are cut into ``block_steps`` even spans
+(:func:`stage_spans`), each evaluated at its highest forecast (:func:`stage_points` gives the error horizon): at a
+span's middle period a peak narrower than the span (up to 64 periods on B) was charged or missed depending on
+where the spans fell, differently from one replan to the next. The first action is executed (one replica per
+period, the papers' action set). The plan's per-stage decisions are kept and followed for ``replan_every`` periods,
+or until the learned bounds change, the operator violates, or the rate leaves the band of the plan's
 forecast (``replan_sigmas`` standard deviations of the one-period error).
+
+Commitment (``commit_changes``): a plan takes its forecast as certain beyond the next period, but the residual
+level it is made on moves with every one-period error (by ``level_alpha`` of it), and a plan remade on it undid
+changes for noise (on infrastructure B, where a reconfiguration costs as much as 300-600 periods of a replica,
+a scale-out for a peak was taken back 50-200 periods later and sometimes made again). A change is therefore
+committed to on the level it was decided on: a plan that would undo the last change by removing capacity (go back
+to the deployment before it) while no violation or new bound forced the plan, and while its forecast of the next
+period differs from the change's forecast (the change's level decayed since) by at most ``replan_sigmas``
+standard deviations of a forecast *revision* (``sqrt(var e_{h+1} - var e_1)`` with ``h`` the periods since the
+change: the error the change's forecast carried that far ahead beyond the new forecast's own), is made on the
+change's level instead (the next ``reaction_periods`` on the current forecast), and undoes the change only if that
+plan does too (the peak the change was made for is over). An undo that adds capacity back is never held: what
+the next periods risk is news.
 
 Cost: one plan is ``S`` vectorised backups over the deployments mixing at most ``max_mixed_types`` node types
 (S = fine_steps + (horizon - fine_steps) / block_steps stages, 15 by default, plus the doubling blocks beyond
@@ -97,6 +113,10 @@ STEP_MARGIN = 1e-12
 MIN_HISTORY_S = 86_400.0  # forecaster history (s) before planning on it; model-based before
 #: may reconfigure to any deployment in one step (beyond the papers' action set; module doc)
 MULTI_STEP = False
+#: a plan does not undo the last change (back to the deployment before it) on a residual level that moved less than
+#: replan_sigmas error stds of the forecast the change was made on (that many periods ahead) since: such a plan is
+#: made on the change's level (decayed since), and undoes it only if that plan does too (module doc)
+COMMIT_CHANGES = True
 #: the per-replica bounds carried across node types in proportion to their speedups (a replica of speedup s serves
 #: like the reference one with service times / s; model_based's speed_scaled_brackets): no type is tried
 #: optimistically that a known one already rules out
@@ -133,6 +153,7 @@ class Predictive(Policy):
         "min_history_s": MIN_HISTORY_S,
         "multi_step": MULTI_STEP,
         "speed_scaling": SPEED_SCALING,
+        "commit_changes": COMMIT_CHANGES,
     }
 
     @classmethod
@@ -170,6 +191,10 @@ class Predictive(Policy):
             raise ValueError(f"params.tail_periods: must be >= 0 periods, got {params['tail_periods']}")
         if not isinstance(params["speed_scaling"], bool):
             raise ValueError(f"params.speed_scaling: must be true or false, got {params['speed_scaling']!r}")
+        if not isinstance(params["commit_changes"], bool):
+            raise ValueError(
+                f"params.commit_changes: must be true or false, got {params['commit_changes']!r}"
+            )
         if not isinstance(params["multi_step"], bool):
             raise ValueError(f"params.multi_step: must be true or false, got {params['multi_step']!r}")
         if params["min_history_s"] < 0:
@@ -218,6 +243,13 @@ class Predictive(Policy):
         self._drop_plan()
         self._note: dict[str, Any] | None = None
         self._violated = False  # the last period violated the bound (a reason to replan)
+        self._forced = False  # the plan in force was made on a violation or on new bounds (news, not noise)
+        self._no_commit()
+
+    def _no_commit(self) -> None:
+        """No change to commit to (before the first one, or after a fallback to the inner learner)."""
+        #: (period, deployment before, residual level (tuples/s), AR(1) phi per period) of the last change
+        self.commit: tuple[int, int, float, float] = (-1, -1, 0.0, 1.0)
 
     def _build_tables(self) -> None:
         space = self.space
@@ -241,6 +273,7 @@ class Predictive(Policy):
         self.horizon = max(H, math.ceil(far))  # periods planned ahead in all
         self.edges = stage_edges(self.horizon, F, B, H)  # stage boundaries (periods)
         self.points, self.weights, self.point_stage = stage_points(self.edges, B)
+        self.span_starts = stage_spans(self.edges, B)  # the periods each evaluated one stands for begin here
         # the error distribution each evaluated period reads: a controller that replans on a surprise reacts within
         # reaction_periods, so a farther error is not a risk the plan must carry now
         self.ahead = np.minimum(self.points + 1, p["reaction_periods"])
@@ -269,9 +302,19 @@ class Predictive(Policy):
         self.fc.observe(rate)
         self._violated = bool(violated)
         action, _ = self._decide(k, rate, obs, False)
+        self._remember_change(k, action)
         self._prev = (k, float(rate), action)
         inner._prev = self._prev
         return action
+
+    def _remember_change(self, k: np.ndarray, action: int) -> None:
+        """A planned change (``action`` != 0 from deployment ``k``) is committed to on the residual level it was
+        decided on; the inner learner's changes are not (its plans know no level)."""
+        if action == 0 or not self._planning():
+            if not self._planning():
+                self._no_commit()
+            return
+        self.commit = (self.t, self.space.lookup(k), self.fc.level, self.fc.phi())
 
     def override_last_action(self, applied_action: int) -> None:
         super().override_last_action(applied_action)
@@ -329,7 +372,7 @@ class Predictive(Policy):
         thr = self._thresholds()
         j = self.t - self.plan_t
         if self._must_replan(j, rate, thr):
-            self._plan(thr)
+            self._plan(thr, d)
             j = 0
         if j == 0:
             q = self.plan_w0[self._succ[d]] + self._rcf[d]
@@ -351,20 +394,80 @@ class Predictive(Policy):
         return JUMP
 
     def _must_replan(self, j: int, rate: float, thr: np.ndarray) -> bool:
-        if self.plan_t < 0 or j >= min(self.params["replan_every"], len(self.plan_xhat)) or self._violated:
-            return True
-        if not np.array_equal(thr, self.plan_thr):
+        self._forced = self._violated or not np.array_equal(thr, self.plan_thr)
+        if self.plan_t < 0 or j >= min(self.params["replan_every"], len(self.plan_xhat)) or self._forced:
             return True
         expected = float(self.plan_xhat[j - 1])
         sigma = self.fc.error_std(j, expected)
         return abs(rate - expected) > self.params["replan_sigmas"] * sigma
 
-    def _plan(self, thr: np.ndarray) -> None:
-        """Solve the horizon DP for the current forecast; keep the stage decisions and ``W_0``."""
+    def _plan(self, thr: np.ndarray, d: int) -> None:
+        """Solve the horizon DP for the current forecast from deployment ``d``; keep the stage decisions and
+        ``W_0``. A plan that would undo the last change on a level within its error of the change's is made on the
+        change's level instead (:meth:`_committed_forecast`)."""
         xhat = self.fc.forecast(self.horizon)
+        dec, jump, w = self._solve(xhat, thr)
+        committed = self._committed_forecast(xhat, d, w)
+        if committed is not None:
+            dec, jump, w = self._solve(committed, thr)
+        self.plan_t = self.t
+        self.plan_dec = dec
+        self.plan_jump = jump
+        self.plan_w0 = w
+        self.plan_xhat = xhat[: self.params["replan_every"]]  # the band is the current forecast's
+        self.plan_thr = thr.copy()
+        e = self.edges
+        self._note = {
+            "source": f"{ {'day': 'daily', 'week': 'weekly'}.get(self.fc.source(), 'no') } profile + residual level",
+            "planned_at_period": self.t,
+            "residual_level_tuples_s": self.fc.level,
+            "phi_per_period": self.fc.phi(),
+            "forecast_tuples_s": [round(float(x), 1) for x in xhat[e[:-1]]],
+            "forecast_periods_ahead": (e[:-1] + 1).tolist(),
+            "next_period_error_std_tuples_s": self.fc.error_std(1, float(xhat[0])),
+            "committed_to_period": None if committed is None else self.commit[0],
+        }
+
+    def _committed_forecast(self, xhat: np.ndarray, d: int, w0: np.ndarray) -> np.ndarray | None:
+        """The forecast (tuples/s) on the last change's residual level (decayed since; the first
+        ``reaction_periods`` the current forecast's: what the next periods risk is news), when the plan of ``w0``
+        (values per deployment) would undo that change from deployment ``d`` by removing capacity, on a forecast of
+        the next period that moved from the change's by at most ``replan_sigmas`` standard deviations of a
+        revision, and no violation or new bound forced the plan; else None (module doc, ``commit_changes``).
+
+        A plan takes its forecast as certain beyond the next period, but the residual level it is made on moves
+        by its own noise (by ``level_alpha`` times every one-period error): remade on it, the plan undid changes
+        that its forecast's error had allowed for, paying two reconfigurations for noise."""
+        t_c, before, level, phi = self.commit
+        if not self.params["commit_changes"] or t_c < 0 or self._forced or before < 0 or d < 0:
+            return None
+        a = int(np.argmin(w0[self._succ[d]] + self._rcf[d]))
+        if a == 0 or int(self._succ[d, a]) != before or self.space.price[before] >= self.space.price[d]:
+            return None  # not an undo, or one that adds capacity back: what the next periods risk is news
+        since = self.t - t_c
+        committed = self.fc.forecast(self.horizon, level, phi, since)
+        # the std of the revision of a forecast made since + 1 periods ahead by one made one period ahead: the
+        # new forecast's error is orthogonal to its revision, so the variances of the two errors differ by it
+        x_c = float(committed[0])
+        revision = math.sqrt(
+            max(self.fc.error_std(since + 1, x_c) ** 2 - self.fc.error_std(1, x_c) ** 2, 0.0)
+        )
+        if abs(float(xhat[0]) - x_c) > self.params["replan_sigmas"] * revision:
+            return None  # the forecast moved beyond the error the change was made with: news
+        near = self.params["reaction_periods"]
+        committed[:near] = xhat[:near]
+        return committed
+
+    def _solve(self, xhat: np.ndarray, thr: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The horizon DP on the forecast ``xhat`` (tuples/s) and bounds ``thr``: stage decisions, step targets
+        and ``W_0`` per deployment."""
         samples = self._threshold_samples(thr)  # C x Q
         n = len(self.points)
-        p = self.fc.exceedance(xhat[self.points], samples.reshape(-1), self.ahead)
+        # each evaluated period stands for its span at the span's highest forecast: the plan takes one action per
+        # block, and a peak narrower than the spacing of the evaluated periods (up to 64 periods in the far blocks)
+        # was charged or missed depending on where they fell, differently from one replan to the next
+        peaks = np.maximum.reduceat(xhat[: self.edges[-1]], self.span_starts)
+        p = self.fc.exceedance(peaks, samples.reshape(-1), self.ahead)
         p = p.reshape(n, *samples.shape).mean(axis=2)  # points x C
         e = self.edges
         stage_p = np.add.reduceat(
@@ -401,21 +504,7 @@ class Predictive(Policy):
                 if multi:
                     best = np.minimum(best, self.spec.weights.rcf + w.min())
                 w = cost[s] + best
-        self.plan_t = self.t
-        self.plan_dec = dec
-        self.plan_jump = jump
-        self.plan_w0 = w
-        self.plan_xhat = xhat[: self.params["replan_every"]]
-        self.plan_thr = thr.copy()
-        self._note = {
-            "source": f"{ {'day': 'daily', 'week': 'weekly'}.get(self.fc.source(), 'no') } profile + residual level",
-            "planned_at_period": self.t,
-            "residual_level_tuples_s": self.fc.level,
-            "phi_per_period": self.fc.phi(),
-            "forecast_tuples_s": [round(float(x), 1) for x in xhat[e[:-1]]],
-            "forecast_periods_ahead": (e[:-1] + 1).tolist(),
-            "next_period_error_std_tuples_s": self.fc.error_std(1, float(xhat[0])),
-        }
+        return dec, jump, w
 
     def explanation_extras(self) -> dict[str, Any]:
         """The forecast the plan in force was made on (or the fallback in force)."""
@@ -432,7 +521,14 @@ class Predictive(Policy):
     # ---- durable state ---------------------------------------------------------------------------------------
     def _get_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         meta, arrays = self.fc.state()
-        meta = {"forecaster": meta, "plan_t": self.plan_t, "violated": self._violated, "note": self._note}
+        meta = {
+            "forecaster": meta,
+            "plan_t": self.plan_t,
+            "violated": self._violated,
+            "forced": self._forced,
+            "commit": list(self.commit),
+            "note": self._note,
+        }
         arrays = {
             **arrays,
             "inner": np.frombuffer(self.inner.state_bytes(), dtype=np.uint8),
@@ -456,6 +552,10 @@ class Predictive(Policy):
         self.plan_xhat = arrays["plan_xhat"].copy()
         self.plan_thr = arrays["plan_thr"].copy()
         self._violated = bool(meta["violated"])
+        # states saved before commit_changes: nothing forced, nothing committed
+        self._forced = bool(meta.get("forced", False))
+        t_c, before, level, phi = meta.get("commit", (-1, -1, 0.0, 1.0))
+        self.commit = (int(t_c), int(before), float(level), float(phi))
         self._note = meta["note"]
 
 
@@ -480,6 +580,16 @@ def stage_edges(horizon: int, fine: int, block: int, near: int) -> np.ndarray:
         edges.add(pos)
         size *= 2
     return np.array(sorted(edges))
+
+
+def stage_spans(edges: np.ndarray, block: int) -> np.ndarray:
+    """The first period (from now) of the span of periods each of :func:`stage_points`'s periods stands for: every
+    period of a stage of at most ``block`` periods, else ``block`` consecutive spans splitting it evenly."""
+    starts: list[int] = []
+    for a, b in zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True):
+        n = min(b - a, block)
+        starts += [a + math.floor(j * (b - a) / n) for j in range(n)]
+    return np.array(starts, dtype=np.int64)
 
 
 def stage_points(edges: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
