@@ -183,10 +183,21 @@ class Command(BaseCommand):
                 "is slot-seconds against the static-peak run of the same invocation. `lost_or_duplicated` "
                 "compares the final counts with the trace's exact counts (0 = exactly once across every "
                 f"rescale). Load average (1 min) before/after: {load_before:.1f}/{load_after:.1f} on 2 cores "
-                f"shared with other work; total {time.time() - started:.0f} s.\n\n" + table + "\n"
+                f"shared with other work; total {time.time() - started:.0f} s. "
+                + (
+                    "Runs named product:<policy> are the product's OM policies registered by manifest and driven "
+                    "by the product's tick through the Flink connector (cold start). "
+                    if policies
+                    else ""
+                )
+                + f"Clairvoyant floor: {floor:.0f} slot-s.\n\n"
+                + table
+                + "\n\n"
+                + summary(rows_json, floor, "slot-s")
             )
+            keys = ("runs", "policies", "repeat", "periods", "trace_start", "steps", "duration_s", "period_s",
+                    "rate_scale", "cost_ms")  # fmt: skip
             cmd = "python manage.py bench_flink --write " + " ".join(
-                f"--{k.replace('_', '-')} {opts[k]}"
-                for k in ("trace_start", "steps", "duration_s", "period_s", "rate_scale", "cost_ms")
+                f"--{k.replace('_', '-')} {opts[k]}" for k in keys if opts[k] not in ("", None)
             )
             write_section("flink", body, cmd)
