@@ -34,6 +34,8 @@ STREAMS = [("sentences", "splitter"), ("splitter", "counter"), ("counter", "top"
 CONTROLLED = ("splitter", "counter")
 WORDS_PER_SENTENCE = 4.5  # 5 words, 1 in 10 vocabulary words filtered out
 NODE_TYPE, PRICE_PER_SLOT_H = "vm.small", 0.005
+#: the floor's headroom over the nominal capacity (1000 / cost_ms records/s per slot), as bench_spark's floor
+FLOOR_HEADROOM = 0.1
 #: a run named ``<policy>-pretrained`` replays every earlier run's recorded observations through the policy first
 PRETRAINED = "-pretrained"
 
@@ -63,6 +65,24 @@ class BenchConfig:
         need = {"splitter": rate / per_slot, "counter": rate * WORDS_PER_SENTENCE / per_slot}
         return {op: min(max(math.ceil(v), 1), self.k_max) for op, v in need.items()}
 
+    @property
+    def taskmanager_type(self) -> str:
+        """The node type of the bench's one TaskManager (``slots`` slots; the product path's catalog)."""
+        return f"tm.{self.slots}slot"
+
+    def floor_slot_s(self) -> float:
+        """The clairvoyant floor (slot-seconds of splitter and counter): every control period sized exactly for
+        its own mean rate of the trace (counter: x ``WORDS_PER_SENTENCE``) at the nominal 1000 / ``cost_ms``
+        records/s per slot with ``FLOOR_HEADROOM`` (``connectors.bench_shared.clairvoyant_floor``)."""
+        from connectors.bench_shared import clairvoyant_floor
+
+        sched, mu = self.schedule(), 1000.0 / self.cost_ms
+        total = 0.0
+        for per_sentence in (1.0, WORDS_PER_SENTENCE):
+            count_at = lambda t, f=per_sentence: sched.cumulative(t) * f  # noqa: E731
+            total += clairvoyant_floor(count_at, sched.duration_s, self.period_s, mu, FLOOR_HEADROOM)
+        return total
+
 
 @dataclass
 class RunResult:
@@ -75,11 +95,16 @@ class RunResult:
     downtimes: list[float] = field(default_factory=list)
     failed_applies: int = 0
     lost_or_duplicated: int = -1
+    #: records missing from / counted beyond the final counts (-1: not read)
+    lost: int = -1
+    duplicated: int = -1
     latencies: list[float] = field(default_factory=list)
     service_times: dict[str, list[float]] = field(default_factory=dict)
     parallelism: list[dict[str, int]] = field(default_factory=list)
     #: per complete period, what each controlled operator's OM observed (replayed to pre-train a later run)
     observations: list[dict[str, Any]] = field(default_factory=list)
+    #: per measured period of a product run: slot, tick status, e2e latency (s), parallelism after the tick
+    series: list[dict[str, Any]] = field(default_factory=list)
     error: str = ""
 
     @property
@@ -91,13 +116,15 @@ class RunResult:
     def cost(self) -> float:
         return self.slot_s / 3600.0 * PRICE_PER_SLOT_H
 
-    def row(self, baseline: RunResult) -> dict[str, Any]:
+    def row(self, baseline: RunResult | None) -> dict[str, Any]:
         return {
             "run": self.name,
             "violations_pct": round(self.violation_pct, 1),
             "incomplete_periods": f"{self.incomplete}/{self.periods}",
             "slot_s": round(self.slot_s),
-            "cost_ratio_vs_static_peak": round(self.slot_s / baseline.slot_s, 3) if baseline.slot_s else None,
+            "cost_ratio_vs_static_peak": round(self.slot_s / baseline.slot_s, 3)
+            if baseline and baseline.slot_s
+            else None,
             "cost_usd": round(self.cost, 6),
             "reconfigurations": self.reconfigurations,
             "failed_applies": self.failed_applies,
@@ -148,12 +175,7 @@ def run_one(cluster: FlinkCluster, cfg: BenchConfig, name: str, initial: dict[st
     """One run on a fresh job; ``policy_name`` None keeps ``initial`` (static). ``history``: earlier runs whose
     recorded observations pre-train the policies before the run starts."""
 
-    counts_dir = Path(cluster.root) / f"counts-{name}-{int(time.time())}"
-    job_name = f"bench-{name}"
-    cluster.cancel_all()
-    submit_wordcount(cluster, cfg.trace, trace_start=cfg.trace_start, steps=cfg.steps,
-                     step_s=cfg.duration_s / cfg.steps, rate_scale=cfg.rate_scale, duration_s=cfg.duration_s,
-                     cost_ms=cfg.cost_ms, parallelism=1, counts_dir=counts_dir, job_name=job_name)  # fmt: skip
+    job_name, counts_dir = submit(cluster, cfg, name)
     settings = {"restUrl": cluster.rest_url, "jobName": job_name, "applyTimeoutS": 60}
     conn = build(settings, OPERATORS, STREAMS, {op: {NODE_TYPE: 1} for op in CONTROLLED})
     result = RunResult(name, service_times={op: [] for op in CONTROLLED})
@@ -242,44 +264,118 @@ def run_one(cluster: FlinkCluster, cfg: BenchConfig, name: str, initial: dict[st
                 result.failed_applies += 1
         if time.monotonic() - started > cfg.duration_s + 180:
             break
-    deadline = time.monotonic() + 120
-    final = conn.job.rest.job(job_id)["state"]
+    final_counts(conn.job.rest, job_id, cfg, counts_dir, result)
+    return result
+
+
+def submit(cluster: FlinkCluster, cfg: BenchConfig, name: str) -> tuple[str, Path]:
+    """Cancel what runs and submit a fresh WordCount at parallelism 1; returns (job name, counts directory)."""
+    counts_dir = Path(cluster.root) / f"counts-{name.replace(':', '-')}-{int(time.time())}"
+    job_name = f"bench-{name.replace(':', '-')}"
+    cluster.cancel_all()
+    submit_wordcount(cluster, cfg.trace, trace_start=cfg.trace_start, steps=cfg.steps,
+                     step_s=cfg.duration_s / cfg.steps, rate_scale=cfg.rate_scale, duration_s=cfg.duration_s,
+                     cost_ms=cfg.cost_ms, parallelism=1, counts_dir=counts_dir, job_name=job_name)  # fmt: skip
+    return job_name, counts_dir
+
+
+def final_counts(rest, job_id: str, cfg: BenchConfig, counts_dir: Path, result: RunResult,
+                 wait_s: float = 120.0) -> None:  # fmt: skip
+    """Wait (at most ``wait_s`` s) for the bounded job to finish, then compare its final word counts with the
+    trace's exact counts: ``result.lost`` = words missing, ``result.duplicated`` = words counted beyond them."""
+    deadline = time.monotonic() + wait_s
+    final = rest.job(job_id)["state"]
     while final not in ("FINISHED", "FAILED", "CANCELED") and time.monotonic() < deadline:
         time.sleep(1)
-        final = conn.job.rest.job(job_id)["state"]
+        final = rest.job(job_id)["state"]
     if final != "FINISHED":  # the sink may still be behind: its counts are not final
         result.error = result.error or f"job {final} when the counts were read"
     expected = expected_counts(cfg.schedule(), int(cfg.duration_s * 50.0))
     got = read_counts(str(counts_dir))
-    result.lost_or_duplicated = sum(abs(got.get(w, 0) - n) for w, n in expected.items()) + sum(
+    result.lost = sum(max(n - got.get(w, 0), 0) for w, n in expected.items())
+    result.duplicated = sum(max(got.get(w, 0) - n, 0) for w, n in expected.items()) + sum(
         n for w, n in got.items() if w not in expected
     )
-    return result
+    result.lost_or_duplicated = result.lost + result.duplicated
 
 
-def run_benchmark(root: str | Path, cfg: BenchConfig, runs: list[str], log=print) -> list[RunResult]:
-    """Start a cluster (one TaskManager of ``cfg.slots`` slots), run ``runs`` in order, stop the cluster."""
+def run_benchmark(root: str | Path, cfg: BenchConfig, runs: list[str], log=print, policies: list[str] | None = None,
+                  repeat: int = 1, **product: Any) -> list[tuple[int, RunResult]]:  # fmt: skip
+    """Start a cluster (one TaskManager of ``cfg.slots`` slots, node type ``cfg.taskmanager_type``), run ``runs``
+    (harness strategies) then ``policies`` (product OM policies through the product's tick,
+    ``connectors.flink.bench_product``; ``product``: its keyword options) in order, ``repeat`` times; stop the
+    cluster. Returns (repetition, result) in run order."""
     cluster = FlinkCluster(root).start()
-    results: list[RunResult] = []
+    results: list[tuple[int, RunResult]] = []
     try:
-        cluster.start_taskmanager("bench-tm", TaskManagerProfile(slots=cfg.slots, memory_mb=2048))
+        profile = TaskManagerProfile(slots=cfg.slots, memory_mb=2048, node_type=cfg.taskmanager_type)
+        cluster.start_taskmanager("bench-tm", profile)
         sched = cfg.schedule()
         rates = [r * cfg.rate_scale for r in sched.rates]
         peak, mean = cfg.static_parallelism(max(rates)), cfg.static_parallelism(sum(rates) / len(rates))
-        fitted: dict[str, float] = {}
-        for name in runs:
-            log(f"run {name}")
-            if name == "static-peak":
-                r = run_one(cluster, cfg, name, peak, None, log=log)
-                fitted = {op: statistics.median(v) for op, v in r.service_times.items() if v}
-            elif name == "static-mean":
-                r = run_one(cluster, cfg, name, mean, None, log=log)
-            elif name.endswith(PRETRAINED):
-                r = run_one(cluster, cfg, name, mean, name.removesuffix(PRETRAINED), service_s=fitted, log=log,
-                            history=list(results))  # fmt: skip
-            else:
-                r = run_one(cluster, cfg, name, mean, name, service_s=fitted, log=log)
-            results.append(r)
+        for rep in range(1, repeat + 1):
+            fitted: dict[str, float] = {}
+            for name in runs:
+                log(f"run {rep}/{repeat} {name}")
+                earlier = [r for _, r in results]
+                if name == "static-peak":
+                    r = run_one(cluster, cfg, name, peak, None, log=log)
+                    fitted = {op: statistics.median(v) for op, v in r.service_times.items() if v}
+                elif name == "static-mean":
+                    r = run_one(cluster, cfg, name, mean, None, log=log)
+                elif name.endswith(PRETRAINED):
+                    r = run_one(cluster, cfg, name, mean, name.removesuffix(PRETRAINED), service_s=fitted,
+                                log=log, history=earlier)  # fmt: skip
+                else:
+                    r = run_one(cluster, cfg, name, mean, name, service_s=fitted, log=log)
+                results.append((rep, r))
+                log(run_line(r, cfg))
+            for policy in policies or []:
+                from connectors.flink.bench_product import PREFIX, run_product
+
+                log(f"run {rep}/{repeat} {PREFIX}{policy}")
+                r = run_product(cluster, cfg, policy, log=log, **product)
+                results.append((rep, r))
+                log(run_line(r, cfg))
     finally:
         cluster.stop()
     return results
+
+
+def run_line(r: RunResult, cfg: BenchConfig) -> str:
+    """One run's outcome with the clairvoyant floor (printed after every run)."""
+    floor = cfg.floor_slot_s()
+    return (
+        f"  {r.name}: {r.periods} periods ({r.incomplete} incomplete), violations {r.violation_pct:.0f} %, "
+        f"{r.slot_s:.0f} slot-s = {r.slot_s / floor:.2f} x the clairvoyant floor ({floor:.0f} slot-s), "
+        f"{r.reconfigurations} reconfigurations, lost {r.lost}, duplicated {r.duplicated}"
+        f"{', error: ' + r.error if r.error else ''}"
+    )
+
+
+def json_rows(runs: list[tuple[int, RunResult]], cfg: BenchConfig) -> list[dict[str, Any]]:
+    """One ``connectors.bench_shared.record`` per (repetition, run): core_s = slot-seconds of splitter and counter,
+    against the static-peak run of the same repetition (else static peak's nominal slot-seconds: its parallelism x
+    the trace's duration) and against the clairvoyant floor; no engine model predicts Flink runs (None)."""
+    from connectors.bench_shared import record
+
+    rates = [r * cfg.rate_scale for r in cfg.schedule().rates]
+    nominal = sum(cfg.static_parallelism(max(rates)).values()) * cfg.duration_s
+    peak_of = {rep: r.slot_s for rep, r in runs if r.name == "static-peak" and r.slot_s > 0 and not r.error}
+    return [
+        record(
+            "flink",
+            r.name,
+            rep,
+            r.periods,
+            not r.name.endswith(PRETRAINED),
+            r.violation_pct,
+            r.slot_s,
+            peak_of.get(rep, nominal),
+            cfg.floor_slot_s(),
+            r.reconfigurations,
+            r.lost,
+            r.duplicated,
+        )  # fmt: skip
+        for rep, r in runs
+    ]

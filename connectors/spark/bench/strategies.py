@@ -169,14 +169,13 @@ def mean_arrival_rate(schedule: Any, start_s: float, end_s: float) -> float:
 
 def clairvoyant_bound(schedule: Any, period_s: float, mu: float, peak: int, headroom: float = 0.1) -> float:
     """Executor-seconds of sizing every period exactly for its own mean arrival rate (``Clairvoyant`` without
-    lead, lag or backlog) as a fraction of ``peak`` executors all the time: no strategy that changes the count
-    once per period and keeps ``headroom`` over ``mu`` records/s per executor in integer executors can use less."""
-    n = max(1, math.ceil(schedule.duration_s / period_s))
-    total = 0
-    for i in range(n):
-        a, b = i * period_s, min((i + 1) * period_s, schedule.duration_s)
-        total += max(1, math.ceil(mean_arrival_rate(schedule, a, b) * (1 + headroom) / mu)) * (b - a)
-    return total / (peak * schedule.duration_s)
+    lead, lag or backlog; ``connectors.bench_shared.clairvoyant_floor``) as a fraction of ``peak`` executors all
+    the time: no strategy that changes the count once per period and keeps ``headroom`` over ``mu`` records/s per
+    executor in integer executors can use less."""
+    from connectors.bench_shared import clairvoyant_floor
+
+    floor = clairvoyant_floor(schedule.count_at, schedule.duration_s, period_s, mu, headroom)
+    return floor / (peak * schedule.duration_s)
 
 
 #: a policy named ``<policy>-pretrained`` first replays every earlier run's recorded periods (``pretrain``)

@@ -1,0 +1,143 @@
+"""What ``bench_spark`` and ``bench_flink`` share (issue 21): the machine-readable record (the same keys for both
+engines), the median/worst summary of repeated runs, and the clairvoyant floor of a trace.
+
+One object per strategy and run (``JSON_KEYS``): ``engine`` ("spark", "flink"), ``strategy``, ``run`` (1-based
+repetition), ``periods`` (control periods measured), ``cold_start`` (False for a ``-pretrained`` variant),
+``violations_pct`` (% of periods whose end-to-end latency exceeded R_max), ``core_s`` (core-seconds used: Spark
+executor-cores, Flink task slots of the controlled operators), ``core_s_vs_static_peak``, ``core_s_vs_floor``
+(against the clairvoyant floor of the run's rates), ``reconfigurations``, ``lost`` / ``duplicated`` (records, sink
+vs trace), ``predicted_violations_pct`` / ``predicted_core_s`` (an engine model's prediction for the run's own
+series; None when the engine has none or it cannot be fitted).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+JSON_KEYS = (
+    "engine",
+    "strategy",
+    "run",
+    "periods",
+    "cold_start",
+    "violations_pct",
+    "core_s",
+    "core_s_vs_static_peak",
+    "core_s_vs_floor",
+    "reconfigurations",
+    "lost",
+    "duplicated",
+    "predicted_violations_pct",
+    "predicted_core_s",
+)
+
+
+def _round(x: float | None, digits: int) -> float | None:
+    """``x`` rounded; None for None or a non-finite number (JSON has no NaN)."""
+    return None if x is None or not math.isfinite(x) else round(float(x), digits)
+
+
+def _ratio(x: float, base: float | None) -> float | None:
+    return _round(x / base if base is not None and base > 0 else None, 3)
+
+
+def record(
+    engine: str,
+    strategy: str,
+    run: int,
+    periods: int,
+    cold_start: bool,
+    violations_pct: float,
+    core_s: float,
+    static_peak_core_s: float | None,
+    floor_core_s: float | None,
+    reconfigurations: int,
+    lost: int,
+    duplicated: int,
+    predicted_violations_pct: float | None = None,
+    predicted_core_s: float | None = None,
+) -> dict[str, Any]:
+    """One object with exactly ``JSON_KEYS`` (in that order); ratios are None without a positive base."""
+    row: dict[str, Any] = {
+        "engine": engine,
+        "strategy": strategy,
+        "run": int(run),
+        "periods": int(periods),
+        "cold_start": bool(cold_start),
+        "violations_pct": _round(violations_pct, 2),
+        "core_s": round(float(core_s), 1),
+        "core_s_vs_static_peak": _ratio(core_s, static_peak_core_s),
+        "core_s_vs_floor": _ratio(core_s, floor_core_s),
+        "reconfigurations": int(reconfigurations),
+        "lost": int(lost),
+        "duplicated": int(duplicated),
+        "predicted_violations_pct": _round(predicted_violations_pct, 2),
+        "predicted_core_s": _round(predicted_core_s, 1),
+    }
+    assert tuple(row) == JSON_KEYS
+    return row
+
+
+def summary(rows: list[dict], floor_core_s: float, unit: str = "core-s") -> str:
+    """Per strategy over its runs: median and worst violations and ``unit`` (vs static peak and vs the clairvoyant
+    floor), the sim-to-real gaps, records lost/duplicated, as a markdown table."""
+    by: dict[str, list[dict]] = {}
+    for row in rows:
+        by.setdefault(row["strategy"], []).append(row)
+    lines = [
+        f"Median and worst over runs (clairvoyant floor {floor_core_s:.0f} {unit}; sim-to-real: engine "
+        "model prediction minus the real run, largest gap over runs):",
+        "",
+        "| strategy | runs | viol. % median (worst) | core-s median (worst) | vs static peak median | vs floor median "
+        "(worst) | reconf. median | pred. viol. gap pp | pred. core-s gap % | lost | dup. |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, rs in by.items():
+        v = [r["violations_pct"] for r in rs if r["violations_pct"] is not None]
+        c = [r["core_s"] for r in rs]
+        fl = [r["core_s_vs_floor"] for r in rs if r["core_s_vs_floor"] is not None]
+        sp = [r["core_s_vs_static_peak"] for r in rs if r["core_s_vs_static_peak"] is not None]
+        gv = [
+            r["predicted_violations_pct"] - r["violations_pct"]
+            for r in rs
+            if r["predicted_violations_pct"] is not None and r["violations_pct"] is not None
+        ]
+        gc = [
+            100.0 * (r["predicted_core_s"] - r["core_s"]) / r["core_s"]
+            for r in rs
+            if r["predicted_core_s"] is not None and r["core_s"] > 0
+        ]
+        lines.append(
+            f"| {name} | {len(rs)} | {fmt(np.median(v) if v else None, 0)} ({fmt(max(v) if v else None, 0)}) | "
+            f"{np.median(c):.0f} ({max(c):.0f}) | "
+            f"{fmt(np.median(sp) if sp else None)} | {fmt(np.median(fl) if fl else None)} "
+            f"({fmt(max(fl) if fl else None)}) | {np.median([r['reconfigurations'] for r in rs]):.0f} | "
+            f"{fmt(max(gv, key=abs) if gv else None, 0)} | {fmt(max(gc, key=abs) if gc else None, 0)} | "
+            f"{sum(r['lost'] for r in rs)} | {sum(r['duplicated'] for r in rs)} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def fmt(x: float | None, digits: int = 2) -> str:
+    """``x`` rounded to ``digits`` decimals, "-" when there is none."""
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def clairvoyant_floor(
+    count_at: Callable[[float], float], duration_s: float, period_s: float, mu: float, headroom: float = 0.1
+) -> float:
+    """Capacity-unit-seconds (executor- or slot-seconds) of sizing every period of ``period_s`` s exactly for its own
+    mean arrival rate, ``(count_at(b) - count_at(a)) / (b - a)`` records/s, at ``mu`` records/s per unit with
+    ``headroom`` (integer units, at least one): no strategy that changes its size once per period and keeps that
+    headroom can use less (no lead, lag or backlog)."""
+    n = max(1, math.ceil(duration_s / period_s))
+    total = 0.0
+    for i in range(n):
+        a, b = i * period_s, min((i + 1) * period_s, duration_s)
+        rate = (count_at(b) - count_at(a)) / max(b - a, 1e-9)
+        total += max(1, math.ceil(rate * (1 + headroom) / mu)) * (b - a)
+    return total
