@@ -147,35 +147,13 @@ def documents(
     ]
 
 
-def owner():  # noqa: ANN201
-    from django.contrib.auth import get_user_model
-
-    return get_user_model().objects.get_or_create(username=OWNER)[0]
-
-
-def cleanup() -> None:
-    """Delete what the bench registered (application with its ledger, region with its nodes, catalog)."""
-    from autoscaler.control.tick import forget_definitions
-    from autoscaler.models import Application, NodeTypeCatalog, Region
-
-    Application.objects.filter(owner__username=OWNER).delete()
-    Region.objects.filter(name=REGION).delete()
-    NodeTypeCatalog.objects.filter(name=CATALOG).delete()
-    forget_definitions()
-
-
 def register(cfg: BenchConfig, policy: str, cluster: FlinkCluster, job_name: str, eta_v: float, eta_r: float,
              am_period_s: float):  # noqa: ANN201  # fmt: skip
     """Apply the manifests (after deleting an earlier run's) and return the Application."""
-    from autoscaler.control.models import ApplicationControl
-    from autoscaler.manifests import apply_documents
-    from autoscaler.models import Application
+    from autoscaler.benchloop import live
 
-    cleanup()
-    apply_documents(documents(cfg, policy, cluster, job_name, eta_v, eta_r, am_period_s), owner())
-    app = Application.objects.get(owner__username=OWNER, name=APPLICATION)
-    ApplicationControl.objects.get_or_create(application=app)
-    return app
+    docs = documents(cfg, policy, cluster, job_name, eta_v, eta_r, am_period_s)
+    return live.register(docs, OWNER, APPLICATION, REGION, CATALOG)
 
 
 class ParallelismSampler:
@@ -255,9 +233,7 @@ def run_product(
 ) -> RunResult:
     """Run the product OM ``policy`` once on a fresh job (module docstring); ``am_period_s``: T_AM (default 10
     control periods); ``tick_delay_s``: how long after a slot boundary its tick runs (s)."""
-    from autoscaler.benchloop.runner import am_slot_due, run_task
-    from autoscaler.control import tasks
-    from autoscaler.control.regions import region_period_s
+    from autoscaler.benchloop import live
     from autoscaler.control.tick import slot_of
     from autoscaler.models import Region
 
@@ -279,18 +255,10 @@ def run_product(
         slot = slot_of(start, period) + 1  # the first tick observes [(slot - 1) T, slot T), which holds start
         am_last = -1
         while True:
-            wake = slot * period + tick_delay_s
-            while time.time() < wake:
-                time.sleep(min(1.0, max(wake - time.time(), 0.0)))
+            live.sleep_until(slot * period + tick_delay_s)
             if job.rest.job(job_id)["state"] != "RUNNING":  # the bounded job finished: the run is over
                 break
-            out = run_task(tasks.tick, (app.pk, slot, None, period))
-            status = (out or {}).get("status") or (out or {}).get("skipped") or "-"
-            am_slot = am_slot_due(app, slot * period, am_period_s, am_last)
-            if am_slot is not None:
-                run_task(tasks.am_tune, (app.pk, am_slot))
-                am_last = am_slot
-            run_task(tasks.region_step, (region.pk, slot_of(slot * period, region_period_s(region))))
+            status, am_last = live.control_slot(app, region, slot, period, am_period_s, am_last)
             end = slot * period
             row = _measure(res, app, slot, status, sampler.tick(), cfg.r_max_s)
             log(_line(res.name, row))

@@ -149,9 +149,10 @@ class Command(BaseCommand):
             )  # fmt: skip
         finally:
             if policies:
-                from connectors.flink.bench_product import cleanup
+                from autoscaler.benchloop.live import cleanup
+                from connectors.flink.bench_product import CATALOG, OWNER, REGION
 
-                cleanup()
+                cleanup(OWNER, REGION, CATALOG)
         load_after = os.getloadavg()[0]
         rows_json = json_rows(results, cfg)
         if opts["json"]:

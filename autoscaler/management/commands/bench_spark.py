@@ -445,8 +445,9 @@ def _cluster(var: Path, worker_cores: int) -> Iterator[tuple[str, str]]:
 def _control_plane(keep: bool) -> Iterator[str]:
     """The web application served in this process for the agent's ingest calls; yields its base URL. At the
     end the product runs' application is deleted, or paused with ``keep``."""
+    from autoscaler.benchloop.live import cleanup
     from autoscaler.models import Application
-    from connectors.spark.bench.product import OWNER, ControlPlane, cleanup
+    from connectors.spark.bench.product import CATALOG, OWNER, REGION, ControlPlane
 
     plane = ControlPlane().start()
     try:
@@ -456,7 +457,7 @@ def _control_plane(keep: bool) -> Iterator[str]:
         if keep:
             Application.objects.filter(owner__username=OWNER).update(state=Application.State.PAUSED)
         else:
-            cleanup()
+            cleanup(OWNER, REGION, CATALOG)
 
 
 def _write_series(path: Path, cfg: BenchConfig, results: list[RunResult]) -> None:

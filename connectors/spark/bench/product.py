@@ -178,34 +178,13 @@ def documents(
     ]
 
 
-def owner():
-    from django.contrib.auth import get_user_model
-
-    return get_user_model().objects.get_or_create(username=OWNER)[0]
-
-
-def cleanup() -> None:
-    """Delete what the bench registered (application with its ledger and samples, region, catalog)."""
-    from autoscaler.control.tick import forget_definitions
-    from autoscaler.models import Application, NodeTypeCatalog, Region
-
-    Application.objects.filter(owner__username=OWNER).delete()
-    Region.objects.filter(name=REGION).delete()
-    NodeTypeCatalog.objects.filter(name=CATALOG).delete()
-    forget_definitions()
-
-
 def register(cfg: BenchConfig, policy: str, eta_v: float, eta_r: float, am_period_s: float):  # noqa: ANN201
     """Apply the manifests (after deleting an earlier run's) and return (Application, ingest token secret)."""
-    from autoscaler.control.models import ApplicationControl
+    from autoscaler.benchloop import live
     from autoscaler.ingest import tokens
-    from autoscaler.manifests import apply_documents
-    from autoscaler.models import Application
 
-    cleanup()
-    apply_documents(documents(cfg, policy, cfg.master, eta_v, eta_r, am_period_s), owner())
-    app = Application.objects.get(owner__username=OWNER, name=APPLICATION)
-    ApplicationControl.objects.get_or_create(application=app)
+    docs = documents(cfg, policy, cfg.master, eta_v, eta_r, am_period_s)
+    app = live.register(docs, OWNER, APPLICATION, REGION, CATALOG)
     return app, tokens.issue(app, rotate=True)
 
 
@@ -343,9 +322,7 @@ def run_product(
     reports to (a :class:`ControlPlane` or a server of the same database); ``history``: earlier runs' periods
     for ``-pretrained``; ``am_period_s``: T_AM (default 10 control periods); ``tick_delay_s``: how long after
     a slot boundary its tick runs (default one trigger interval: the last batch of the period reported)."""
-    from autoscaler.benchloop.runner import am_slot_due, run_task
-    from autoscaler.control import tasks
-    from autoscaler.control.regions import region_period_s
+    from autoscaler.benchloop import live
     from autoscaler.control.tick import slot_of
     from autoscaler.ingest.models import AppliedAck
     from autoscaler.models import Region
@@ -372,16 +349,8 @@ def run_product(
         slot = slot_of(t0, period) + 1  # the first tick observes [(slot - 1) T, slot T), which holds t0
         am_last = -1
         while (slot - 1) * period < end_run:
-            wake = slot * period + delay
-            while time.time() < wake:
-                time.sleep(min(1.0, max(wake - time.time(), 0.0)))
-            out = run_task(tasks.tick, (app.pk, slot, None, period))
-            status = (out or {}).get("status") or (out or {}).get("skipped") or "-"
-            am_slot = am_slot_due(app, slot * period, am_period_s, am_last)
-            if am_slot is not None:
-                run_task(tasks.am_tune, (app.pk, am_slot))
-                am_last = am_slot
-            run_task(tasks.region_step, (region.pk, slot_of(slot * period, region_period_s(region))))
+            live.sleep_until(slot * period + delay)
+            status, am_last = live.control_slot(app, region, slot, period, am_period_s, am_last)
             ticked.append((slot, status))
             log(_tick_line(strategy.name, app, slot, status))
             slot += 1

@@ -107,6 +107,25 @@ def test_a_batch_running_through_the_period_is_overload_and_an_idle_query_has_no
     assert not monitor.collect(period).complete
 
 
+def _batch(batch_id: int, at: float, rows: int, ms: int) -> dict[str, Any]:
+    """One micro-batch's progress as the agent ships it (run ``r``, triggered at epoch ``at``)."""
+    return {"runId": "r", "batchId": batch_id, "timestamp": dt.datetime.fromtimestamp(at, tz=dt.UTC).isoformat(),
+            "numInputRows": rows, "batchDuration": ms}  # fmt: skip
+
+
+def _after_batch_17(make_app, user, ui):  # noqa: ANN001, ANN202
+    """A counter (trigger 2.5 s) whose last progress received is batch 17's: batch 16 ran 4 s from T0 - 12, batch
+    17 took the 360 records that arrived meanwhile (90/s) and ran 8 s from T0 - 8; the agent reported at T0 + 9.
+    Returns (its monitor, the operator)."""
+    app, _ = make_app(user, "{batchIntervalS: 2.5}")
+    op = app.operators.get(name="counter")
+    progress = [_batch(15, T0 - 40, 20, 1000), _batch(16, T0 - 12, 180, 4000), _batch(17, T0 - 8, 360, 8000)]
+    driver = {"uiUrl": ui.url, "appId": "app-x", "executors": 1, "profile": SMALL}
+    store.store_progress(op, ProgressPayload.model_validate({"progress": progress, "driver": driver}))
+    DriverStatus.objects.filter(operator=op).update(last_seen=dt.datetime.fromtimestamp(T0 + 9, tz=dt.UTC))
+    return build_connector(app).monitor, op
+
+
 def test_the_stalled_rate_is_the_last_batchs_records_over_their_arrival_time_and_a_named_batch_is_in_flight(
     django_user_model, make_app, ui
 ):
@@ -114,19 +133,7 @@ def test_the_stalled_rate_is_the_last_batchs_records_over_their_arrival_time_and
     ran (trigger to trigger), so the arrival rate is its records over that time, not over its own (longer)
     duration, which is the processing rate. A running job that names the next batch in its description is that
     batch in flight even when its earlier jobs finished and the oldest running one was submitted late."""
-    app, _ = make_app(django_user_model.objects.create_user("bob"), "{batchIntervalS: 2.5}")
-    op = app.operators.get(name="counter")
-
-    def batch(batch_id: int, at: float, rows: int, ms: int) -> dict[str, Any]:
-        return {"runId": "r", "batchId": batch_id, "timestamp": dt.datetime.fromtimestamp(at, tz=dt.UTC).isoformat(),
-                "numInputRows": rows, "batchDuration": ms}  # fmt: skip
-
-    # batch 16 ran 4 s from T0 - 12; batch 17 took the 360 records that arrived meanwhile (90/s) and ran 8 s
-    progress = [batch(15, T0 - 40, 20, 1000), batch(16, T0 - 12, 180, 4000), batch(17, T0 - 8, 360, 8000)]
-    driver = {"uiUrl": ui.url, "appId": "app-x", "executors": 1, "profile": SMALL}
-    store.store_progress(op, ProgressPayload.model_validate({"progress": progress, "driver": driver}))
-    DriverStatus.objects.filter(operator=op).update(last_seen=dt.datetime.fromtimestamp(T0 + 9, tz=dt.UTC))
-    monitor = build_connector(app).monitor
+    monitor, op = _after_batch_17(make_app, django_user_model.objects.create_user("bob"), ui)
     period = Period(0, T0, T0 + 10)
     # batch 18 began at T0 (when 17 ended); its first jobs finished, the running one was submitted at T0 + 6
     description = "\nid = q\nrunId = r\nbatch = 18"
@@ -161,18 +168,7 @@ def test_a_finished_batch_whose_progress_is_on_its_way_is_the_batch_the_period_h
     and its progress has not arrived. The period held batch 18 (from 17's end to 19's start): overload estimated
     as for a batch in flight, with its time in the period ending when 19 began. Two unshipped batches are an
     agent that lags: no data, and the reason names the batches."""
-    app, _ = make_app(django_user_model.objects.create_user("carol"), "{batchIntervalS: 2.5}")
-    op = app.operators.get(name="counter")
-
-    def batch(batch_id: int, at: float, rows: int, ms: int) -> dict[str, Any]:
-        return {"runId": "r", "batchId": batch_id, "timestamp": dt.datetime.fromtimestamp(at, tz=dt.UTC).isoformat(),
-                "numInputRows": rows, "batchDuration": ms}  # fmt: skip
-
-    progress = [batch(15, T0 - 40, 20, 1000), batch(16, T0 - 12, 180, 4000), batch(17, T0 - 8, 360, 8000)]
-    driver = {"uiUrl": ui.url, "appId": "app-x", "executors": 1, "profile": SMALL}
-    store.store_progress(op, ProgressPayload.model_validate({"progress": progress, "driver": driver}))
-    DriverStatus.objects.filter(operator=op).update(last_seen=dt.datetime.fromtimestamp(T0 + 9, tz=dt.UTC))
-    monitor = build_connector(app).monitor
+    monitor, _ = _after_batch_17(make_app, django_user_model.objects.create_user("carol"), ui)
     period = Period(0, T0, T0 + 10)
     # batch 18 ran from T0 (17's end) to T0 + 9, when 19 began
     ui.jobs = [{"jobId": 41, "submissionTime": gmt(T0 + 9), "status": "RUNNING",
