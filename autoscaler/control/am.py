@@ -100,7 +100,7 @@ def simulation_models(app: Application, topo: Topology) -> list[Any]:
     rails = parse_rails(effective_rails_data(app, control)) if control is not None else None
     for u, op in enumerate(topo.operators):
         fitted = None
-        if control is not None and rails is not None and op.pk in agents:
+        if rails is not None and op.pk in agents:
             fitted = load_policy(agents[op.pk], op, topo, control, rails).fitted_engine_model()
         models.append(fitted if fitted is not None else papp.operators[u].queue_model())
     return models

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from connectors.base import ConnectorError, Period, ScalingPlan
+from connectors.bench_shared import clairvoyant_floor, record
 from connectors.flink.cluster import FlinkCluster, TaskManagerProfile
 from connectors.flink.connector import build
 from connectors.flink.jobs import submit_wordcount
@@ -74,8 +75,6 @@ class BenchConfig:
         """The clairvoyant floor (slot-seconds of splitter and counter): every control period sized exactly for
         its own mean rate of the trace (counter: x ``WORDS_PER_SENTENCE``) at the nominal 1000 / ``cost_ms``
         records/s per slot with ``FLOOR_HEADROOM`` (``connectors.bench_shared.clairvoyant_floor``)."""
-        from connectors.bench_shared import clairvoyant_floor
-
         sched, mu = self.schedule(), 1000.0 / self.cost_ms
         total = 0.0
         for per_sentence in (1.0, WORDS_PER_SENTENCE):
@@ -94,7 +93,6 @@ class RunResult:
     reconfigurations: int = 0
     downtimes: list[float] = field(default_factory=list)
     failed_applies: int = 0
-    lost_or_duplicated: int = -1
     #: records missing from / counted beyond the final counts (-1: not read)
     lost: int = -1
     duplicated: int = -1
@@ -115,6 +113,11 @@ class RunResult:
     @property
     def cost(self) -> float:
         return self.slot_s / 3600.0 * PRICE_PER_SLOT_H
+
+    @property
+    def lost_or_duplicated(self) -> int:
+        """Records lost plus records duplicated (-1 when the final counts were not read)."""
+        return self.lost + self.duplicated if self.lost >= 0 and self.duplicated >= 0 else -1
 
     def row(self, baseline: RunResult | None) -> dict[str, Any]:
         return {
@@ -296,7 +299,6 @@ def final_counts(rest, job_id: str, cfg: BenchConfig, counts_dir: Path, result: 
     result.duplicated = sum(max(got.get(w, 0) - n, 0) for w, n in expected.items()) + sum(
         n for w, n in got.items() if w not in expected
     )
-    result.lost_or_duplicated = result.lost + result.duplicated
 
 
 def run_benchmark(root: str | Path, cfg: BenchConfig, runs: list[str], log=print, policies: list[str] | None = None,
@@ -357,11 +359,10 @@ def json_rows(runs: list[tuple[int, RunResult]], cfg: BenchConfig) -> list[dict[
     """One ``connectors.bench_shared.record`` per (repetition, run): core_s = slot-seconds of splitter and counter,
     against the static-peak run of the same repetition (else static peak's nominal slot-seconds: its parallelism x
     the trace's duration) and against the clairvoyant floor; no engine model predicts Flink runs (None)."""
-    from connectors.bench_shared import record
-
     rates = [r * cfg.rate_scale for r in cfg.schedule().rates]
     nominal = sum(cfg.static_parallelism(max(rates)).values()) * cfg.duration_s
     peak_of = {rep: r.slot_s for rep, r in runs if r.name == "static-peak" and r.slot_s > 0 and not r.error}
+    floor = cfg.floor_slot_s()
     return [
         record(
             "flink",
@@ -372,7 +373,7 @@ def json_rows(runs: list[tuple[int, RunResult]], cfg: BenchConfig) -> list[dict[
             r.violation_pct,
             r.slot_s,
             peak_of.get(rep, nominal),
-            cfg.floor_slot_s(),
+            floor,
             r.reconfigurations,
             r.lost,
             r.duplicated,

@@ -287,9 +287,7 @@ def _measure(
     metrics = (tick.metrics if tick else None) or {}
     paths = [v for v in (metrics.get("path_response_time_s") or {}).values() if v is not None]
     e2e = max(paths) if paths and metrics.get("complete") else None
-    rates = {
-        op: (metrics.get("operators") or {}).get(op, {}).get("input_rate") for op in ("splitter", "counter")
-    }
+    rates = {op: (metrics.get("operators") or {}).get(op, {}).get("input_rate") for op in CONTROLLED}
     decisions = {
         d.operator.name: {
             "outcome": d.outcome,

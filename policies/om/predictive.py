@@ -310,11 +310,10 @@ class Predictive(Policy):
     def _remember_change(self, k: np.ndarray, action: int) -> None:
         """A planned change (``action`` != 0 from deployment ``k``) is committed to on the residual level it was
         decided on; the inner learner's changes are not (its plans know no level)."""
-        if action == 0 or not self._planning():
-            if not self._planning():
-                self._no_commit()
-            return
-        self.commit = (self.t, self.space.lookup(k), self.fc.level, self.fc.phi())
+        if not self._planning():
+            self._no_commit()
+        elif action != 0:
+            self.commit = (self.t, self.space.lookup(k), self.fc.level, self.fc.phi())
 
     def override_last_action(self, applied_action: int) -> None:
         super().override_last_action(applied_action)
@@ -585,21 +584,26 @@ def stage_edges(horizon: int, fine: int, block: int, near: int) -> np.ndarray:
 def stage_spans(edges: np.ndarray, block: int) -> np.ndarray:
     """The first period (from now) of the span of periods each of :func:`stage_points`'s periods stands for: every
     period of a stage of at most ``block`` periods, else ``block`` consecutive spans splitting it evenly."""
-    starts: list[int] = []
-    for a, b in zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True):
-        n = min(b - a, block)
-        starts += [a + math.floor(j * (b - a) / n) for j in range(n)]
-    return np.array(starts, dtype=np.int64)
+    return np.array(_stage_split(edges, block, 0.0)[0], dtype=np.int64)
 
 
 def stage_points(edges: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The periods (from now, 0 = the next) whose violation probability a plan evaluates, their weights (periods
     each stands for) and their stages: every period of a stage of at most ``block`` periods, else ``block``
     evenly spaced ones (the forecast is smooth at that scale: the profile is interpolated between bins)."""
-    points, weights, stage = [], [], []
+    points, weights, stage = _stage_split(edges, block, 0.5)
+    return np.array(points), np.array(weights), np.array(stage)
+
+
+def _stage_split(edges: np.ndarray, block: int, at: float) -> tuple[list[int], list[float], list[int]]:
+    """Each stage cut into ``min(length, block)`` even spans: the period at fraction ``at`` of every span (0: its
+    start, 0.5: its middle), the periods each span holds, and its stage."""
+    periods: list[int] = []
+    weights: list[float] = []
+    stage: list[int] = []
     for s, (a, b) in enumerate(zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True)):
         n = min(b - a, block)
-        points += [a + math.floor((j + 0.5) * (b - a) / n) for j in range(n)]
+        periods += [a + math.floor((j + at) * (b - a) / n) for j in range(n)]
         weights += [(b - a) / n] * n
         stage += [s] * n
-    return np.array(points), np.array(weights), np.array(stage)
+    return periods, weights, stage

@@ -23,7 +23,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from connectors.flink.bench import PRETRAINED, BenchConfig, json_rows, run_benchmark
+from connectors.flink.bench import FLOOR_HEADROOM, PRETRAINED, BenchConfig, json_rows, run_benchmark
 from policies.paths import taxi_trace
 
 DEFAULT_JSON = Path(settings.BASE_DIR) / "docs" / "results" / "bench_flink.json"
@@ -97,8 +97,12 @@ class Command(BaseCommand):
         runs = [r.strip() for r in opts["runs"].split(",") if r.strip()]
         policies = [p.strip() for p in opts["policies"].split(",") if p.strip()]
         bad = [r for r in runs if r not in RUNS]
-        if bad or not (runs or policies):
+        if bad:
             raise CommandError(f"--runs: unknown run(s) {bad}; choose from {', '.join(RUNS)}")
+        if not (runs or policies):
+            raise CommandError(
+                f"--runs: nothing to run: name harness runs ({', '.join(RUNS)}) or product policies (--policies)"
+            )
         if runs and "static-peak" not in runs:
             raise CommandError("--runs: static-peak is the baseline and must be included")
         for p in policies:
@@ -135,7 +139,7 @@ class Command(BaseCommand):
         self.stdout.write(
             f"{cfg.duration_s:.0f} s per run ({cfg.duration_s / cfg.period_s:.0f} periods of {cfg.period_s:g} s); "
             f"clairvoyant floor {floor:.0f} slot-s (every period sized for its own mean rate at "
-            f"{1000.0 / cfg.cost_ms:g} records/s per slot, 10 % headroom)"
+            f"{1000.0 / cfg.cost_ms:g} records/s per slot, {FLOOR_HEADROOM:.0%} headroom)"
         )
         if policies:  # the eager tasks' "succeeded in" lines would drown the per-tick lines
             logging.getLogger("celery.app.trace").setLevel(logging.WARNING)

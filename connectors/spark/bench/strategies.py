@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from connectors.bench_shared import clairvoyant_floor
+
 
 @dataclass
 class PeriodStats:
@@ -172,8 +174,6 @@ def clairvoyant_bound(schedule: Any, period_s: float, mu: float, peak: int, head
     lead, lag or backlog; ``connectors.bench_shared.clairvoyant_floor``) as a fraction of ``peak`` executors all
     the time: no strategy that changes the count once per period and keeps ``headroom`` over ``mu`` records/s per
     executor in integer executors can use less."""
-    from connectors.bench_shared import clairvoyant_floor
-
     floor = clairvoyant_floor(schedule.count_at, schedule.duration_s, period_s, mu, headroom)
     return floor / (peak * schedule.duration_s)
 

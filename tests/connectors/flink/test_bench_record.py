@@ -79,7 +79,7 @@ def test_record_refuses_nothing_but_keeps_the_key_order():
     [
         (["--runs", "", "--policies", "model-based-trend-pretrained"], "no pre-trained variant"),
         (["--runs", "", "--policies", "no-such-policy"], "--policies:"),
-        (["--runs", "", "--policies", ""], "--runs:"),
+        (["--runs", "", "--policies", ""], "--runs: nothing to run"),
         (["--policies", "ds2", "--repeat", "0"], "--repeat: must be >= 1"),
         (["--policies", "ds2", "--eta-v", "0"], "--eta-v: must be in (0, 1]"),
         (["--periods", "0"], "--periods: must be >= 1"),
