@@ -1,4 +1,6 @@
-# The control plane's web image (gunicorn). Build: docker compose build web
+# The control plane's web image (gunicorn), also the Celery worker's and beat's. Build: docker compose build web
+# No Spark in it: the project without its [spark] extra (pyspark, pyarrow, pandas) and no JVM; the Spark services
+# of docker-compose.yml have their own image.
 FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 AUTOSCALER_VAR_DIR=/app/var
 WORKDIR /app

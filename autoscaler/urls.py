@@ -5,7 +5,8 @@ from django.urls import include, path
 
 from autoscaler.control.metrics import metrics_view
 from autoscaler.metrics_auth import metrics_access
-from dashboard.views.accounts import ThrottledAdminAuthenticationForm, ThrottledLoginView
+from dashboard.accounts.forms import ThrottledAdminAuthenticationForm
+from dashboard.accounts.views import ThrottledLoginView
 
 admin.site.login_form = ThrottledAdminAuthenticationForm  # failed logins count as on the other login pages
 
@@ -17,7 +18,7 @@ urlpatterns = [
     path("metrics", metrics_access(metrics_view), name="metrics"),
     path("api-auth/login/", ThrottledLoginView.as_view(template_name="rest_framework/login.html")),
     path("api-auth/", include("rest_framework.urls")),
-    path("accounts/", include("dashboard.urls_accounts")),  # throttled login; no password reset by mail
+    path("accounts/", include("dashboard.accounts.urls")),  # throttled login; no password reset by mail
     path("", include("dashboard.urls")),
 ]
 

@@ -14,6 +14,7 @@ A connector is a pair (Monitor, Realizer) bound to one application running on on
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -38,6 +39,23 @@ class Cause(StrEnum):
 FAILING_CAUSES = frozenset({Cause.NO_RUNNING_REPLICA, Cause.JOB_FAILING})
 #: job states (Flink's REST ``state``, which the simulated engine's ``jobState`` fault mimics) of a failing job
 JOB_FAILING_STATES = ("FAILING", "FAILED")
+
+
+#: causes from the most to the least severe: a period's cause is the worst of its incomplete operators' (one
+#: operator failing makes the period failing, whatever the others miss)
+CAUSE_SEVERITY = (
+    Cause.JOB_FAILING,
+    Cause.NO_RUNNING_REPLICA,
+    Cause.JOB_NOT_RUNNING,
+    Cause.ENGINE_UNAVAILABLE,
+    Cause.METRICS_MISSING,
+)
+
+
+def worst_cause(causes: Iterable[Cause]) -> Cause:
+    """The most severe of ``causes`` (``CAUSE_SEVERITY``); ``Cause.NONE`` when none is typed."""
+    typed = set(causes)
+    return next((c for c in CAUSE_SEVERITY if c in typed), Cause.NONE)
 
 
 def job_state_cause(state: str | None) -> Cause:

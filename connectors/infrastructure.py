@@ -13,9 +13,17 @@ A node is released only when nothing runs on it (``Node.busy``); providers repor
 from __future__ import annotations
 
 import itertools
+import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+
+def state_root() -> Path:
+    """Where providers keep their state by default: ``AUTOSCALER_VAR_DIR``, else the project's ``var/`` (the
+    control plane's own default; providers read no Django settings)."""
+    return Path(os.environ.get("AUTOSCALER_VAR_DIR") or Path(__file__).resolve().parents[1] / "var")
 
 
 @dataclass

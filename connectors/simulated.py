@@ -3,7 +3,7 @@
 It lets the whole control plane run without an engine (demos, experiments, control-plane benchmarks). The input
 rate of slot ``i`` is ``trace[i % len(trace)] * rate_scale`` tuples/s at every source; an operator receives the sum
 of its predecessors' output rates (input rate x selectivity). Each operator is an M/G/1 (or M/D/1) queue per
-replica (``policies.model.QueueModel``) on the node types of the application's catalog.
+replica (``policies.operator_model.QueueModel``) on the node types of the application's catalog.
 
 The deployment "running on the engine" is kept in a pluggable state store (in memory by default; the control loop
 passes a durable one), so that a worker restart sees the same engine.
@@ -34,7 +34,7 @@ from connectors.base import (
     ScalingPlan,
 )
 from policies.graph import source_to_sink_paths, topological_order
-from policies.model import QueueModel
+from policies.operator_model import QueueModel
 
 
 class StateStore(Protocol):

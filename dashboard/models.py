@@ -18,7 +18,7 @@ class SeriesChunk(models.Model):
     ``times``: float64 per row, the end of the observed period (s since the epoch); ``values``: float32 matrix
     ``len(columns) x rows`` (C order: each column's values contiguous, read without a strided gather), NaN = not
     measured. Built incrementally from ``Tick``/``Decision`` by
-    :mod:`dashboard.monitor_rollup`; reading a month is 30 rows instead of ~half a million decisions."""
+    :mod:`dashboard.monitor.rollup`; reading a month is 30 rows instead of ~half a million decisions."""
 
     application = models.ForeignKey(Application, on_delete=models.CASCADE, related_name="series_chunks")
     day = models.BigIntegerField(help_text="floor(time / 86400)")

@@ -1,5 +1,9 @@
-"""Celery tasks of the web app: the what-if simulation (``dashboard.whatif``) and the dashboards' rollup
-(``dashboard.rollup``, a beat entry every ``AUTOSCALER_ROLLUP_INTERVAL_S`` registered in :mod:`dashboard.apps`)."""
+"""Celery tasks of the web app: the what-if simulation (``dashboard.whatif``, :mod:`dashboard.monitor.whatif`) and
+the dashboards' rollup (``dashboard.rollup``, :mod:`dashboard.monitor.rollup`; a beat entry every
+``AUTOSCALER_ROLLUP_INTERVAL_S`` registered in :mod:`dashboard.apps`).
+
+The module stays at the app's top level: Celery's ``autodiscover_tasks`` imports ``<app>.tasks`` of every
+installed app. The registered names are explicit (``name=``), so they do not follow the module path."""
 
 from __future__ import annotations
 
@@ -19,8 +23,8 @@ log = logging.getLogger(__name__)
 
 def execute(run_id: int) -> str:
     """Run what-if ``run_id`` (status queued -> running -> done | failed, progress in [0, 1]); returns status."""
-    from autoscaler.control.topology import finite
-    from dashboard import monitor_whatif
+    from autoscaler.control.json_safe import finite
+    from dashboard.monitor.whatif import run as replay
 
     claimed = WhatIfRun.objects.filter(pk=run_id, status=WhatIfRun.Status.QUEUED).update(
         status=WhatIfRun.Status.RUNNING, progress=0.0
@@ -33,7 +37,7 @@ def execute(run_id: int) -> str:
         WhatIfRun.objects.filter(pk=run_id).update(progress=round(min(max(fraction, 0.0), 0.99), 3))
 
     try:
-        result = monitor_whatif.run(run.application, run.params, progress)
+        result = replay(run.application, run.params, progress)
     except Exception as exc:  # noqa: BLE001 -- any failure is reported on the page, the worker continues
         log.exception("what-if %s failed", run_id)
         WhatIfRun.objects.filter(pk=run_id).update(
@@ -59,13 +63,13 @@ def rollup_all(max_ticks: int | None = ROLLUP_PER_RUN) -> dict[str, int]:
 
     from autoscaler.control.models import Tick
     from autoscaler.models import Application
-    from dashboard import monitor_rollup
+    from dashboard.monitor.rollup import catch_up
 
     done: dict[str, int] = {}
     has_ticks = Exists(Tick.objects.filter(application=OuterRef("pk")))
     for app in Application.objects.filter(has_ticks).order_by("pk"):
         try:
-            n = monitor_rollup.catch_up(app, max_ticks)
+            n = catch_up(app, max_ticks)
         except Exception:  # noqa: BLE001 -- one broken application must not stop the others' rollups
             log.exception("rollup of %s failed", app)
             continue

@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from policies import calibration
-from policies.model import CostWeights, OperatorSpec, QueueModel, RateLevels
+from policies.operator_model import CostWeights, OperatorSpec, QueueModel, RateLevels
 
 STATE_FORMAT_VERSION = 2  # 1 = npz (still readable), 2 = raw buffers + zlib level 1
 

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from policies.model import QueueModel, RateLevels
+from policies.operator_model import QueueModel, RateLevels
 
 # ---- hyperparameters -------------------------------------------------------------------------------------------
 RANGE_HEADROOM = 1.5  # dimensionless: a grown range reaches at least this multiple of the rate that grew it

@@ -13,7 +13,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from policies.model import NodeType
+from policies.operator_model import NodeType
 
 
 def _field(entry: dict[str, Any], key: str, where: str, positive: bool) -> float:

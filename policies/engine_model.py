@@ -1,7 +1,7 @@
 """Performance model of a micro-batch stream engine (Spark Structured Streaming), fitted online from the
 operator's own per-period metrics (issue 21).
 
-What a micro-batch engine does that a per-record queue (``policies.model.QueueModel``) does not describe
+What a micro-batch engine does that a per-record queue (``policies.operator_model.QueueModel``) does not describe
 (docs/benchmarks.md, section bench_spark):
 
 - every batch pays a fixed **overhead** (planning, scheduling, commit), whatever its size;
@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from policies.model import QueueModel
+from policies.operator_model import QueueModel
 
 WINDOW = 40  # periods kept (the forgetting window): 10 minutes of 15-s periods
 MIN_SAMPLES = 4  # fitted periods needed when they all ran on one executor count (two counts: 2 suffice)
@@ -468,7 +468,7 @@ def steady_batch_s(
 
 @dataclass(frozen=True)
 class MicroBatchQueueModel(QueueModel):
-    """A fitted micro-batch model seen through the :class:`policies.model.QueueModel` interface, in steady state,
+    """A fitted micro-batch model seen through the :class:`policies.operator_model.QueueModel` interface, in steady state,
     so that the application simulator (the AM's BO, the what-if replay) runs a Spark operator as its engine runs
     it rather than as an M/G/1 queue per replica (issue 21, item 2).
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from policies.model import QueueModel
+from policies.operator_model import QueueModel
 
 #: refuse state spaces beyond this many (states x actions x budget levels) cells: memory and time would explode
 MAX_CELLS = 20_000_000

@@ -42,7 +42,7 @@ MANIFEST_LEVEL = {"loop": "am", "am": "am", "rm": "rm", "im": "im"}
 #: the benchmarks the defaults come from (the ``source`` of each option names one of these keys)
 BENCHMARKS: dict[str, str] = {
     "bench am": (
-        "`python -m policies.bench am --obs-steps 3000 --steps 8000 --reopt-every 0 --replications 3 --validation 6 "
+        "`python -m benchmarks am --obs-steps 3000 --steps 8000 --reopt-every 0 --replications 3 --validation 6 "
         "--validation-k 1 --validation-load 1.1 --validation-steps 8000 --fallback 5 --margin 0.5 --margin-r 1.0 "
         "--timeout 900 --guard` (docs/benchmarks.md, sections `am` and, with `--om model-based "
         "--validation-phases`, `am-model-based`): BO met both budgets in 12/12 settings with either OM, at 0.93x "
@@ -53,7 +53,7 @@ BENCHMARKS: dict[str, str] = {
         'rate"): the control loop a user runs, manifest -> tick -> OM/AM -> simulated engine, scenario by scenario'
     ),
     "bench multilevel": (
-        "`python -m policies.bench multilevel --steps 50000` (docs/benchmarks.md, section `multilevel`, paper 004 "
+        "`python -m benchmarks multilevel --steps 50000` (docs/benchmarks.md, section `multilevel`, paper 004 "
         "Tables 1-2): RL ICS with w_d = 0.7 met the paper's targets (0.07% violations, 8.69 active nodes)"
     ),
 }

@@ -33,7 +33,7 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
-from policies.model import INFRA_SPEEDUPS, CostWeights, OperatorSpec
+from policies.operator_model import INFRA_SPEEDUPS, CostWeights, OperatorSpec
 from policies.registry import OM_POLICIES, canonical, load
 from policies.sim.scenario import PAPER_MU, PAPER_R_MAX_S
 
@@ -221,7 +221,7 @@ def operator_spec(args: argparse.Namespace, weights: CostWeights) -> OperatorSpe
 
     from policies.calibration import INITIAL_RANGE
     from policies.catalogue import load_catalogue
-    from policies.model import RateLevels
+    from policies.operator_model import RateLevels
     from policies.sim.scenario import paper_spec
 
     r_max = PAPER_R_MAX_S if args.r_max is None else parse_seconds(args.r_max, "--r-max")

@@ -21,8 +21,12 @@ fi
 .venv/bin/python manage.py makemigrations --check --dry-run
 .venv/bin/python -m policies.options --check
 status=0
-# the 15 slowest tests are printed at the end (test time is watched: CI runs the whole suite on a loaded machine)
-.venv/bin/python -m pytest --durations=15 "$@" || status=$?
+# three workers (TEST_WORKERS; 0 runs in this process): tests/conftest.py groups the tests so that each worker
+# starts with one group of live-engine tests (Flink's connector; Spark's connector; both engines end to end) and all
+# share the rest; the 15 slowest tests are printed at the end (test time is watched: CI runs the whole suite on a
+# loaded machine)
+.venv/bin/python -m pytest -n "${TEST_WORKERS:-3}" --dist loadgroup --no-loadscope-reorder --durations=15 "$@" \
+    || status=$?
 if [ "$status" -eq 5 ]; then
     echo "test.sh: no test was collected: failing" >&2
     exit 1

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import sqlite3
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +26,66 @@ from autoscaler import manifests
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "manifests" / "examples"
 SHARED_EXAMPLES = ("catalog-vm-example.yaml", "catalog-infra-a.yaml", "catalog-infra-b.yaml", "regions.yaml")
+
+
+# ---- parallel runs (scripts/test.sh: pytest -n 3 --dist loadgroup --no-loadscope-reorder) ------------------------
+#: tests that run a real engine, in groups each run by one worker (one engine cluster of the group at a time,
+#: module fixtures shared; the Flink connector tests share one session cluster): tests/<path> prefixes, longest
+#: group first. The engines' end-to-end tests (Spark pipelines and demo, both engines' fault tests, each with
+#: clusters of its own) are a third group, so that no group is the critical path of the suite on three workers
+ENGINE_GROUPS = {
+    "engine-flink": ("tests/connectors/flink/",),
+    "engine-spark-connector": ("tests/connectors/spark/",),
+    "engine-end-to-end": (
+        "tests/connectors/spark_pipelines/",
+        "tests/demo/test_demo.py",
+        "tests/reliability/test_engine_faults.py",
+    ),
+}
+
+
+def engine_group(nodeid: str) -> str | None:
+    """The xdist group of a test that runs a real engine (None for the others)."""
+    for group, prefixes in ENGINE_GROUPS.items():
+        if nodeid.startswith(prefixes):
+            return group
+    return None
+
+
+def group_of(nodeid: str) -> str:
+    """The xdist work unit of a test: its engine's group (:func:`engine_group`), else its module."""
+    nodeid = nodeid.replace("\\", "/")
+    return engine_group(nodeid) or nodeid.split("::", 1)[0]
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """``--dist loadgroup`` with the groups of :func:`group_of`: one worker runs all tests of an engine group (one
+    of its clusters at a time, module fixtures shared), each other module runs on one worker. xdist's own loadgroup
+    cannot be used: it tags grouped tests by rewriting ``item._nodeid``, which pytest 9 no longer reads (the node
+    id is ``item._id``), so every test silently became a unit of its own and two Spark clusters ran at once."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class EngineGroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    return EngineGroupScheduling(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The engine groups first, so that with ``--no-loadscope-reorder`` the workers start with one engine group each
+    (the longest units) and share the rest as they free up; inside an engine group the tests of a module stay
+    together (pytest-django orders by database use across modules, which would set a module's cluster up again
+    for every run of its tests), in pytest-django's order within the module."""
+    rank = {group: i for i, group in enumerate(ENGINE_GROUPS)}
+    order: dict[str, tuple[int, str]] = {}
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        engine = engine_group(item.nodeid.replace("\\", "/"))
+        order[item.nodeid] = (rank[engine], module) if engine else (len(rank), "")
+    items.sort(key=lambda item: order[item.nodeid])
 
 
 @pytest.fixture(autouse=True)
@@ -97,25 +159,70 @@ def _processes_of(var: Path) -> list[str]:
     return found
 
 
+def _complete_ticks(db_path: Path, application: str) -> int:
+    """Ticks of ``application`` whose operators all had complete metrics (a tick with one incomplete operator
+    records "no_data" for all of them), read from the demo's SQLite database while it runs (0 before it exists)."""
+    if not db_path.is_file():
+        return 0
+    try:
+        with sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=5.0) as db:
+            rows = db.execute(
+                "SELECT d.slot, d.observed FROM control_decision d "
+                "JOIN autoscaler_application a ON a.id = d.application_id "
+                "WHERE a.name = ? AND d.outcome != 'no_data'",
+                (application,),
+            ).fetchall()
+    except sqlite3.Error:  # not migrated yet, or busy
+        return 0
+    return len({slot for slot, obs in rows if json.loads(obs).get("complete")})
+
+
 @pytest.fixture
 def run_demo(tmp_path):
-    """``run_demo(args, seconds, application)``: run ``bash scripts/demo.sh *args`` for ``seconds`` of control
-    loop (15-s periods) on the embedded defaults in a fresh var directory, assert it exited 0 after at least that
-    long, and return a :class:`DemoRun` with the decisions recorded for ``application``."""
+    """``run_demo(args, seconds, application, ticks=2, ready=None)``: run ``bash scripts/demo.sh *args`` (15-s
+    periods, the embedded defaults, a fresh var directory) until the demo has recorded ``ticks`` ticks with
+    complete metrics for ``application``, printed its SLO line and ``ready(var)`` holds, then stop it as a user
+    does (SIGTERM: it stops every process it started); ``seconds`` only bounds a demo that never gets there (it
+    then stops by itself, ``DEMO_SECONDS``). The demo must exit 0. Returns a :class:`DemoRun` with the decisions
+    recorded for ``application``. What is waited for is what the engine and the loop report, not a duration:
+    a loaded machine takes longer, a quiet one less."""
 
-    def run(args: list[str], seconds: int, application: str) -> DemoRun:
+    def run(
+        args: list[str],
+        seconds: int,
+        application: str,
+        ticks: int = 2,
+        ready: Callable[[Path], bool] | None = None,
+    ) -> DemoRun:
         var = tmp_path / "var"
         env = {
             k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL")
         }
         env.update(AUTOSCALER_VAR_DIR=str(var), DEMO_SECONDS=str(seconds), DEMO_PORT=str(_free_port()),
                    DEMO_PERIOD="15")  # fmt: skip
-        started = time.monotonic()
-        proc = subprocess.run(["bash", "scripts/demo.sh", *args], cwd=ROOT, env=env, capture_output=True,
-                              text=True, timeout=seconds + 600)  # fmt: skip
-        out = proc.stdout + proc.stderr
+        log = tmp_path / "demo.log"
+        with open(log, "wb") as sink:
+            proc = subprocess.Popen(["bash", "scripts/demo.sh", *args], cwd=ROOT, env=env, stdout=sink,
+                                    stderr=subprocess.STDOUT)  # fmt: skip
+            deadline = time.monotonic() + seconds + 600
+            try:
+                while proc.poll() is None:
+                    assert time.monotonic() < deadline, log.read_text(errors="replace")[-4000:]
+                    text = log.read_text(errors="replace")
+                    if (
+                        f"SLO {application}: " in text
+                        and _complete_ticks(var / "db.sqlite3", application) >= ticks
+                        and (ready is None or ready(var))
+                    ):
+                        proc.send_signal(signal.SIGTERM)
+                        break
+                    time.sleep(3.0)
+                proc.wait(timeout=600)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+        out = log.read_text(errors="replace")
         assert proc.returncode == 0, out[-4000:]
-        assert time.monotonic() - started >= seconds  # it ran for the requested time
         with sqlite3.connect(var / "db.sqlite3") as db:
             rows = db.execute(
                 "SELECT o.name, d.outcome, d.observed FROM control_decision d "

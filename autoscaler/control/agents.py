@@ -1,4 +1,5 @@
-"""Reset, export and import the OM agents of an application (pre-train on a simulator, ship to production).
+"""The OM agents of an application: built from their stored state as the control loop runs them (:func:`load_policy`),
+reset, exported and imported (pre-train on a simulator, ship to production).
 
 Export document (JSON)::
 
@@ -13,14 +14,37 @@ import binascii
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
-from autoscaler.control.models import AGENT_STATE_FORMAT, AgentState
-from autoscaler.control.tick import application_lock
-from autoscaler.control.topology import DEFAULT_OM_POLICY, policy_choice
-from autoscaler.models import Application
-from policies.base import decode_state
+from autoscaler.control.locks import application_lock
+from autoscaler.control.models import AGENT_STATE_FORMAT, AgentState, ApplicationControl
+from autoscaler.control.om_config import operator_spec
+from autoscaler.control.policy_choice import DEFAULT_OM_POLICY, policy_choice
+from autoscaler.control.rails import Rails
+from autoscaler.control.topology import Topology
+from autoscaler.models import Application, Operator
+from policies import registry
+from policies.base import Policy, decode_state
 
 EXPORT_FORMAT = 1
+
+
+def load_policy(
+    agent: AgentState | None, op: Operator, topo: Topology, control: ApplicationControl, rails: Rails
+) -> Policy:
+    """The operator's OM policy as the tick builds it: the application's choice and params, the spec with the
+    rails' replica bounds and the AM's configuration, the stored agent state when it is the same policy."""
+    name, params = policy_choice(topo.application, "om", DEFAULT_OM_POLICY)
+    lo, hi = rails.bounds(op.name, op.max_parallelism)
+    spec = operator_spec(topo, op, control.am_config, k_min=lo, k_max=hi)
+    cls = registry.load("om", name)
+    policy = cls(spec, params, seed=op.pk)
+    if agent is not None and agent.policy == name and agent.blob:
+        policy.load_state(bytes(agent.blob))
+        policy.spec.k_min, policy.spec.k_max = spec.k_min, spec.k_max
+        if agent.am_config_version != control.am_config_version:
+            policy.reconfigure(spec.weights, spec.r_max_s)
+    return policy
 
 
 def reset(application: Application, operators: list[str] | None = None) -> int:
@@ -103,3 +127,37 @@ def import_(application: Application, document: Any) -> int:
                 },
             )
     return len(parsed)
+
+
+def save_agents(
+    topo: Topology, policies: list[Policy], agents: dict[int, AgentState], slot: int, version: int
+) -> None:
+    """Write every OM's state after its step of tick ``slot`` under AM configuration ``version`` (one upsert)."""
+    new, changed = [], []
+    for op, policy in zip(topo.operators, policies, strict=True):
+        blob = policy.state_bytes()
+        agent = agents.get(op.pk)
+        if agent is None:
+            new.append(
+                AgentState(
+                    operator=op,
+                    policy=policy.name,
+                    format_version=AGENT_STATE_FORMAT,
+                    blob=blob,
+                    steps=policy.t,
+                    last_slot=slot,
+                    am_config_version=version,
+                )
+            )
+        else:
+            agent.policy, agent.blob, agent.steps, agent.last_slot = policy.name, blob, policy.t, slot
+            agent.am_config_version, agent.format_version = version, AGENT_STATE_FORMAT
+            agent.updated_at = timezone.now()
+            changed.append(agent)
+    fields = ["policy", "blob", "steps", "last_slot", "am_config_version", "format_version", "updated_at"]
+    # one INSERT .. ON CONFLICT (operator) DO UPDATE for every agent (bulk_update's CASE form is much slower)
+    for agent in changed:
+        agent.pk = None
+    AgentState.objects.bulk_create(
+        new + changed, update_conflicts=True, unique_fields=["operator"], update_fields=fields
+    )

@@ -11,19 +11,15 @@ from typing import Any
 import numpy as np
 from django.db import transaction
 
+from autoscaler.control.agents import load_policy
+from autoscaler.control.app_state import AmConfig
+from autoscaler.control.locks import application_lock
 from autoscaler.control.models import ApplicationControl, Decision, Tick
-from autoscaler.control.tick import application_lock, load_policy
-from autoscaler.control.topology import (
-    DEFAULT_AM_POLICY,
-    DEFAULT_OM_POLICY,
-    Topology,
-    naive_configuration,
-    policy_choice,
-    topology,
-)
+from autoscaler.control.om_config import naive_configuration
+from autoscaler.control.policy_choice import DEFAULT_AM_POLICY, DEFAULT_OM_POLICY, policy_choice
+from autoscaler.control.topology import Topology, topology
 from autoscaler.models import Application
 
-HISTORY_KEPT = 20
 #: options of the ``bo`` AM (``policies.options``, level "am") passed to ``BayesianAM`` under their own names
 BO_OPTIONS = (
     "n_bo",
@@ -44,12 +40,12 @@ BO_OPTIONS = (
 
 
 def managed_application(topo: Topology):
-    """``policies.apps.Application`` over the managed operators, edges contracted through unmanaged ones; each
+    """``policies.app_graphs.Application`` over the managed operators, edges contracted through unmanaged ones; each
     operator's service time as learned from its metrics (:mod:`autoscaler.control.calibration`, the declared
     ``serviceTimeMs`` before that). ValueError naming the operator when neither is known yet."""
     from autoscaler.control.calibration import learned_service_times
-    from policies.apps import Application as PolicyApplication
-    from policies.apps import OperatorDef
+    from policies.app_graphs import Application as PolicyApplication
+    from policies.app_graphs import OperatorDef
 
     managed = {op.name for op in topo.operators}
     succ: dict[str, list[str]] = {op.name: [] for op in topo.all_operators}
@@ -115,7 +111,7 @@ def bo_configuration(
     from policies.am.bo import BayesianAM, Observations, om_factory_from_registry
     from policies.am.guard import guard_params
     from policies.am.naive import AMConfiguration
-    from policies.model import CostWeights
+    from policies.operator_model import CostWeights
     from policies.options import resolve
 
     papp = managed_application(topo)
@@ -240,33 +236,32 @@ def tune(application_id: int, am_slot: int) -> dict[str, Any]:
         control = ApplicationControl.objects.select_for_update().get(application=app)
         if control.am_tuned_slot >= am_slot:
             return {"duplicate": True}
+        current = AmConfig.of(control)
         if config is not None:
-            changed = {k: config[k] for k in ("bounds_ms", "weights")} != {
-                k: control.am_config.get(k) for k in ("bounds_ms", "weights")
-            }
+            tuned = AmConfig.from_json(config)
+            changed = (tuned.bounds_ms, tuned.weights) != (current.bounds_ms, current.weights)
             event["outcome"] = "changed" if changed else "unchanged"
-            record = config.get("record") or {}
+            record = tuned.extra.pop("record", None) or {}
             if record.get(
                 "outcome"
             ):  # e.g. BO timed out or failed inside and kept the last good configuration
                 event["bo_outcome"] = record["outcome"]
-            if config.get("observed"):  # what the configuration in place did over the observed window
-                event["observed"] = config["observed"]
+            observed = tuned.extra.pop("observed", None)
+            if observed:  # what the configuration in place did over the observed window
+                event["observed"] = observed
             if record.get("kept_warm_start"):
                 event["kept_warm_start"] = record["kept_warm_start"]
-            history = list(control.am_config.get("history", []))[-(HISTORY_KEPT - 1) :] + [event]
-            previous = control.am_config
-            control.am_config = {**config, "history": history}
-            # the guard's scale outlives a tuning; it applies to the new weights
-            if "guard_scale" in previous:
-                control.am_config["guard_scale"] = previous["guard_scale"]
-            control.am_config.pop("record", None)
-            control.am_config.pop("observed", None)
+            tuned.history = current.history
+            tuned.note(event)
+            tuned.guard_scale = (
+                current.guard_scale
+            )  # the guard's scale outlives a tuning: it applies to the new weights
+            tuned.save_to(control)
             if changed:
                 control.am_config_version += 1
         else:
-            history = list(control.am_config.get("history", []))[-(HISTORY_KEPT - 1) :] + [event]
-            control.am_config = {**control.am_config, "history": history}
+            current.note(event)
+            current.save_to(control)
         control.am_tuned_slot = am_slot
         control.save()
     return {"duplicate": False, **event}

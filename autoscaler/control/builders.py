@@ -9,7 +9,7 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 
 from autoscaler.models import Application, Deployment, NodeType, NodeTypeCatalog, Operator, Region, Stream
-from policies.model import INFRA_SPEEDUPS
+from policies.operator_model import INFRA_SPEEDUPS
 
 
 def ensure_region(name: str = "region-a", n_types: int = 3) -> Region:

@@ -130,20 +130,50 @@ def node_counts(doc: dict[str, Any] | None) -> dict[str, dict[str, int]]:
     return {t: dict(c) for t, c in (doc.get("nodes") or derive(dict(doc))["nodes"]).items()}
 
 
-def over_node_limit(doc: dict[str, Any] | None, max_nodes: int, waiting_slots: dict[str, int]) -> bool:
-    """Whether the region of ``doc`` cannot hold, within ``max_nodes`` nodes, the replicas running or granted
-    there plus ``waiting_slots`` (node type -> replicas waiting for nodes): ``sum over types of
-    ceil((used_slots + waiting) / cores) > max_nodes``. False for a document of another format (no accounting)."""
-    if not doc or doc.get("format") != FORMAT:
-        return False
+def nodes_needed(doc: dict[str, Any], change: dict[str, int]) -> int:
+    """Nodes the region of ``doc`` needs to host the replicas running or granted there plus ``change`` (node type
+    -> replicas more, or fewer when negative): ``sum over types of ceil(max(used_slots + change, 0) / cores)``."""
     used = used_by_type(doc)
     types = doc.get("types") or {}
     needed = 0
-    for t in set(used) | set(waiting_slots):
+    for t in set(used) | set(change):
         cores = max(int((types.get(t) or {}).get("cores", 1)), 1)
-        slots = int(used.get(t, 0)) + max(int(waiting_slots.get(t, 0)), 0)
+        slots = max(int(used.get(t, 0)) + int(change.get(t, 0)), 0)
         needed += -(-slots // cores)
-    return needed > int(max_nodes)
+    return needed
+
+
+def over_node_limit(doc: dict[str, Any] | None, max_nodes: int, waiting_slots: dict[str, int]) -> bool:
+    """Whether the region of ``doc`` cannot hold, within ``max_nodes`` nodes, the replicas running or granted
+    there plus ``waiting_slots`` (node type -> replicas waiting for nodes; :func:`nodes_needed`). False for a
+    document of another format (no accounting)."""
+    if not doc or doc.get("format") != FORMAT:
+        return False
+    return nodes_needed(doc, {t: max(int(n), 0) for t, n in waiting_slots.items()}) > int(max_nodes)
+
+
+def coming_slots(doc: dict[str, Any], names: list[str], max_nodes: int) -> np.ndarray:
+    """Replica slots per node type (in ``names`` order) the region can still bring: its booting nodes of the type
+    plus the nodes it may acquire within ``max_nodes`` (its ready and booting nodes counted), idle nodes of the
+    other types counting as room (the RM releases them for an awaited type)."""
+    types = doc.get("types") or {}
+    held = sum(int(i.get("ready", 0)) + int(i.get("pending", 0)) for i in types.values())
+    room = max(int(max_nodes) - held, 0)
+    idle = {t: int(i.get("idle", 0)) for t, i in types.items()}
+    out = []
+    for n in names:
+        info = types.get(n) or {}
+        cores = max(int(info.get("cores", 1)), 1)
+        releasable = sum(v for t, v in idle.items() if t != n)
+        out.append((int(info.get("pending", 0)) + room + releasable) * cores)
+    return np.array(out, dtype=np.int64)
+
+
+def free_slots(doc: dict[str, Any], names: list[str]) -> np.ndarray:
+    """Replica slots per node type (in ``names`` order) on the region's ready nodes that nothing runs on or is
+    granted (``nodes.free_slots`` of the document)."""
+    nodes = doc.get("nodes") or derive(dict(doc))["nodes"]
+    return np.array([int((nodes.get(n) or {}).get("free_slots", 0)) for n in names], dtype=np.int64)
 
 
 def region_node_counts(region_id: int) -> dict[str, dict[str, int]]:

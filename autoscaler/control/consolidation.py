@@ -22,7 +22,7 @@ from autoscaler.control.models import Consolidation, Decision, RegionNode, Tick
 from autoscaler.models import Application, Region
 from policies.im.global_policy import GlobalPolicy
 from policies.im.infrastructure import Node, RegionPool
-from policies.model import NodeType as PolicyNodeType
+from policies.operator_model import NodeType as PolicyNodeType
 
 
 def cores_of(region: Region) -> dict[str, int]:

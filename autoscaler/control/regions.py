@@ -49,6 +49,7 @@ A region whose provider reports nodes of types outside its catalog (e.g. a user'
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -57,6 +58,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 
 from autoscaler.control import capacity, consolidation, placement
+from autoscaler.control.json_safe import finite
 from autoscaler.control.models import RegionControl, RegionNode, RegionTick, Tick, WaitingRequest
 from autoscaler.control.nodes import LedgerProvider, active_nodes, region_provider
 from autoscaler.models import Application, Region
@@ -64,7 +66,7 @@ from connectors.infrastructure import NodeProvider, NodeSpec, ProviderError
 from connectors.providers import ProviderUnavailable
 from policies import options, registry
 from policies.im.global_policy import RegionQuota
-from policies.model import NodeType as PolicyNodeType
+from policies.operator_model import NodeType as PolicyNodeType
 from policies.rm.base import RegionState
 
 DEFAULT_RM_PERIOD_S = 60.0
@@ -174,18 +176,100 @@ def region_step(
         if row.policy:
             return {"duplicate": True, "decisions": row.decisions}
         control = RegionControl.objects.select_for_update().get(pk=control.pk)
-        return _step(region, control, row, slot, period_s, now_s, provider)
+        return _step(StepScope(region, control, row, slot, period_s, now_s), provider)
 
 
-def _step(region, control, row, slot, period_s, now_s, provider) -> dict[str, Any]:
+@dataclass
+class StepScope:
+    """The region step in progress: its region and control row (locked), its RegionTick row, the slot, the RM's
+    period (s) and the step's time (s since the epoch)."""
+
+    region: Region
+    control: RegionControl
+    row: RegionTick
+    slot: int
+    period_s: float
+    now_s: float
+
+
+@dataclass
+class Policies:
+    """The region's RM and IM policies as declared (name, params, where the choice came from)."""
+
+    rm_name: str
+    rm_params: dict[str, Any]
+    rm_source: str
+    im_name: str
+    im_params: dict[str, Any]
+    im_source: str
+
+
+@dataclass
+class Observed:
+    """What a region step observed before its RM decides: the catalog (names, slots per node, rows), the node rows
+    and the ready ones, the replicas running and granted (``occupied``: the placement ledger's input) and their
+    counts per type, the replicas without a slot (``unplaced``), the busy nodes, the RM's state and the provider's
+    actions so far (``executed``)."""
+
+    catalog: tuple[PolicyNodeType, ...]
+    names: list[str]
+    cores: np.ndarray
+    specs: dict[str, Any]
+    provider: NodeProvider
+    rows: list[RegionNode]
+    ready: list[RegionNode]
+    running: Any
+    kept: list[dict[str, Any]]
+    used: np.ndarray
+    needed: np.ndarray
+    unplaced: dict[str, int]
+    busy_ids: set[str]
+    state: RegionState
+    executed: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class Decided:
+    """What the RM proposed and the IM granted in a step, what the provider did of it (``done``: per proposal
+    ``id``, the nodes added or released) and the IM's consolidation proposals."""
+
+    rm: Any
+    proposals: list[Any]
+    decisions: list[Any]
+    done: dict[int, int]
+    consolidations: list[Any]
+
+
+def _step(scope: StepScope, provider: NodeProvider | None) -> dict[str, Any]:
+    """observe -> RM proposes, IM grants -> realise through the provider -> record (see module doc)."""
+    region, control, row = scope.region, scope.control, scope.row
+    rm_name, rm_params, rm_source, warnings = declared_policy(region, "rm", default_rm_policy())
+    im_name, im_params, im_source, im_warnings = declared_policy(region, "im", DEFAULT_IM_POLICY)
+    warnings += im_warnings
+    chosen = Policies(rm_name, rm_params, rm_source, im_name, im_params, im_source)
+    row.period_s = scope.period_s
+    seen = _observe(scope, provider)
+    if isinstance(seen, str):
+        return _no_action(row, control, rm_name, seen, warnings)
+    rm, proposals, im, decisions = _propose_and_grant(scope, chosen, seen, warnings)
+    done = _realise(scope, seen, decisions)
+    rm.granted(proposals, [done.get(id(p), 0) for p in proposals])
+    # the IM's post-reconfiguration step: consolidation proposals for the applications' AMs
+    ready_after = [r for r in seen.rows if r.state == RegionNode.State.READY]
+    consolidations = consolidation.propose(region, im, seen.catalog, ready_after, scope.slot)
+    decided = Decided(rm, proposals, decisions, done, consolidations)
+    return _record(scope, chosen, seen, decided, warnings)
+
+
+def _observe(scope: StepScope, provider: NodeProvider | None) -> Observed | str:
+    """The provider's nodes reconciled with the durable record, booting nodes that became ready, replicas
+    placed (a bookkeeping region adopts nodes for replicas without one), and the RM's state; a string (the
+    error) when the provider cannot be reached."""
+    region, control, slot, now_s = scope.region, scope.control, scope.slot, scope.now_s
     catalog = catalog_of(region)
     names = [t.name for t in catalog]
     cores = np.array([max(t.cores, 1) for t in catalog], dtype=np.int64)
     specs = {t.name: t for t in region.catalog.node_types.all()}
-    rm_name, rm_params, rm_source, warnings = declared_policy(region, "rm", default_rm_policy())
-    im_name, im_params, im_source, im_warnings = declared_policy(region, "im", DEFAULT_IM_POLICY)
-    warnings += im_warnings
-    row.period_s = period_s
     executed: list[dict[str, Any]] = []
     rows = active_nodes(region)
     running = placement.running_replicas(region)
@@ -194,18 +278,17 @@ def _step(region, control, row, slot, period_s, now_s, provider) -> dict[str, An
     used = used_replicas(region, names, occupied)
     needed = np.ceil(used / cores).astype(np.int64)
     slots_per_type = {n: int(c) for n, c in zip(names, cores, strict=True)}
-    # ---- the provider and the durable node record ------------------------------------------------------
     try:
         provider = provider or region_provider(region, rows, slot)
     except (ProviderUnavailable, ValueError) as exc:  # unknown kind, or the provider rejects its settings
-        return _no_action(row, control, rm_name, f"provider unavailable: {exc}", warnings)
+        return f"provider unavailable: {exc}"
     seen = None
     if not isinstance(provider, LedgerProvider):
         try:
             seen = {n.node_id: n for n in provider.nodes()}
         except ProviderError as exc:
-            return _no_action(row, control, rm_name, f"provider failed to list nodes: {exc}", warnings)
-        rows, changes = _reconcile(region, rows, seen, slot, now_s, provider.kind, grace_s=period_s)
+            return f"provider failed to list nodes: {exc}"
+        rows, changes = _reconcile(region, rows, seen, slot, now_s, provider.kind, grace_s=scope.period_s)
         executed += changes
     # a booting node becomes capacity at its ready time, and (real providers) once the provider lists it
     became_ready = [
@@ -228,10 +311,33 @@ def _step(region, control, row, slot, period_s, now_s, provider) -> dict[str, An
         rows += adopted
         ready += adopted
         unplaced = placement.reconcile(ready, occupied, slots_per_type)
+    busy_ids = _busy(ready, unplaced, provider)
+    state = _rm_state(region, names, cores, rows, ready, used, unplaced, busy_ids)
+    return Observed(
+        catalog,
+        names,
+        cores,
+        specs,
+        provider,
+        rows,
+        ready,
+        running,
+        kept,
+        used,
+        needed,
+        unplaced,
+        busy_ids,
+        state,
+        executed,
+    )
+
+
+def _rm_state(region, names, cores, rows, ready, used, unplaced, busy_ids) -> RegionState:
+    """The RM's view (module doc): nodes per type ready, booting and idle, slots used and free, and the demand
+    waiting for capacity (the waiting scale-outs of running applications plus replicas without a slot)."""
     booting = [r for r in rows if r.state == RegionNode.State.BOOTING]
     active = np.array([sum(r.node_type == n for r in ready) for n in names], dtype=np.int64)
     pending = np.array([sum(r.node_type == n for r in booting) for n in names], dtype=np.int64)
-    busy_ids = _busy(ready, unplaced, provider)
     idle = np.array(
         [sum(r.node_type == n and r.node_id not in busy_ids for r in ready) for n in names], dtype=np.int64
     )
@@ -253,7 +359,7 @@ def _step(region, control, row, slot, period_s, now_s, provider) -> dict[str, An
     waiting = np.array([waiting_by_type[n] for n in names], dtype=np.int64)
     unsatisfied = waiting_rows.count() + int(sum(unplaced.values()) > 0)
     total_slots = int((active * cores).sum())
-    state = RegionState(
+    return RegionState(
         region.name,
         active,
         pending,
@@ -266,10 +372,16 @@ def _step(region, control, row, slot, period_s, now_s, provider) -> dict[str, An
         waiting=waiting,
         free_slots=free_slots,
     )
-    # ---- RM (learn from the period that ended, propose) and IM (grant) ----------------------------------
+
+
+def _propose_and_grant(scope: StepScope, chosen: Policies, seen: Observed, warnings: list[str]):
+    """The RM learns from the period that ended (its state carried over bit-exactly while its policy and params
+    stay) and proposes; the IM grants within the region's quota. Returns (rm, proposals, im, decisions)."""
+    region, control, slot = scope.region, scope.control, scope.slot
+    rm_name, rm_params = chosen.rm_name, chosen.rm_params
     rm = registry.load("rm", rm_name)(
         region.name,
-        catalog,
+        seen.catalog,
         k_max=region.max_nodes,
         params=options.resolve("rm", rm_name, rm_params),
         seed=region.pk,
@@ -285,53 +397,72 @@ def _step(region, control, row, slot, period_s, now_s, provider) -> dict[str, An
             f"RM policy changed from {control.rm_policy!r} {control.rm_params} to {rm_name!r} {rm_params}: "
             "the RM agent starts afresh"
         )
-    proposals = rm.propose(state)
-    im = registry.load("im", im_name)(
-        {region.name: catalog},
+    proposals = rm.propose(seen.state)
+    im = registry.load("im", chosen.im_name)(
+        {region.name: seen.catalog},
         {region.name: RegionQuota(region.max_nodes, region.max_new_nodes_per_period)},
-        params=options.resolve("im", im_name, im_params),
+        params=options.resolve("im", chosen.im_name, chosen.im_params),
     )
-    decisions = im.decide(proposals, {region.name: state}) if proposals else []
-    # ---- realise the grants through the provider -----------------------------------------------------------
+    decisions = im.decide(proposals, {region.name: seen.state}) if proposals else []
+    return rm, proposals, im, decisions
+
+
+def _realise(scope: StepScope, seen: Observed, decisions) -> dict[int, int]:
+    """Acquire and release the granted nodes through the provider; returns, per proposal (``id``), the nodes
+    really added (> 0) or released (< 0)."""
+    region, slot, now_s = scope.region, scope.slot, scope.now_s
     done: dict[int, int] = {}
     for d in decisions:
         t = d.proposal.node_type
+        rows, executed = seen.rows, seen.executed
         if d.granted > 0:
-            n = _acquire(region, provider, specs[t], d.granted, slot, now_s, d.reason, rows, executed)
+            n = _acquire(
+                region, seen.provider, seen.specs[t], d.granted, slot, now_s, d.reason, rows, executed
+            )
         elif d.granted < 0:
-            n = -_release(region, provider, t, -d.granted, busy_ids, slot, now_s, d.reason, rows, executed)
+            n = -_release(
+                region, seen.provider, t, -d.granted, seen.busy_ids, slot, now_s, d.reason, rows, executed
+            )
         else:
             n = 0
         done[id(d.proposal)] = n
-    rm.granted(proposals, [done.get(id(p), 0) for p in proposals])
-    # ---- IM post-reconfiguration step: consolidation proposals for the applications' AMs -----------------
+    return done
+
+
+def _record(
+    scope: StepScope, chosen: Policies, seen: Observed, decided: Decided, warnings: list[str]
+) -> dict[str, Any]:
+    """The step's row (state, proposals, decisions, warnings, what the provider did, the RM's state) and the
+    region's capacity document (:mod:`autoscaler.control.capacity`)."""
+    region, control, row, slot, period_s = scope.region, scope.control, scope.row, scope.slot, scope.period_s
+    proposals, decisions, done = decided.proposals, decided.decisions, decided.done
+    names, cores, state, provider = seen.names, seen.cores, seen.state, seen.provider
+    rows, unplaced, busy_ids, executed = seen.rows, seen.unplaced, seen.busy_ids, seen.executed
     ready_after = [r for r in rows if r.state == RegionNode.State.READY]
-    proposed = consolidation.propose(region, im, catalog, ready_after, slot)
-    # ---- record --------------------------------------------------------------------------------------------
-    row.policy = rm_name
+    row.policy = chosen.rm_name
     row.state = {
         "node_types": names,
-        "active": active.tolist(),
-        "pending": pending.tolist(),
-        "idle": idle.tolist(),
-        "used_replicas": used.tolist(),
-        "needed_nodes": needed.tolist(),
+        "active": state.active.tolist(),
+        "pending": state.pending.tolist(),
+        "idle": state.idle.tolist(),
+        "used_replicas": seen.used.tolist(),
+        "needed_nodes": seen.needed.tolist(),
         "used_slots": state.used_slots,
         "total_slots": state.total_slots,
         "utilisation": state.utilisation,
-        "unsatisfied": unsatisfied,
+        "unsatisfied": state.unsatisfied,
         "waiting_slots": state.waiting_slots,
-        "waiting": waiting.tolist(),
-        "free_slots": free_slots.tolist(),
+        "waiting": state.waiting.tolist(),
+        "free_slots": state.free_slots.tolist(),
         "period_s": period_s,
-        "rm": {"policy": rm_name, "params": rm_params, "source": rm_source},
-        "im": {"policy": im_name, "params": im_params, "source": im_source},
+        "rm": {"policy": chosen.rm_name, "params": chosen.rm_params, "source": chosen.rm_source},
+        "im": {"policy": chosen.im_name, "params": chosen.im_params, "source": chosen.im_source},
         "provider": provider.kind,
         "placement": placement.layout(ready_after),
         "unplaced": unplaced,
         "consolidation": [
             {"application": c.application_id, "moves": c.moves, "frees": c.frees, "reason": c.reason}
-            for c in proposed
+            for c in decided.consolidations
         ],
     }
     row.proposals = [
@@ -339,7 +470,7 @@ def _step(region, control, row, slot, period_s, now_s, provider) -> dict[str, An
             "node_type": p.node_type,
             "delta": p.delta,
             "reason": p.reason,
-            "explanation": _finite(p.explanation),
+            "explanation": finite(p.explanation),
         }
         for p in proposals
     ]
@@ -355,11 +486,11 @@ def _step(region, control, row, slot, period_s, now_s, provider) -> dict[str, An
     ]
     row.warnings = warnings
     row.executed = executed
-    row.agent_state = rm.state_bytes()
+    row.agent_state = decided.rm.state_bytes()
     row.save()
-    control.rm_policy, control.rm_params = rm_name, rm_params
-    control.im_policy, control.im_params = im_name, im_params
-    control.policy_source = f"rm: {rm_source}; im: {im_source}"
+    control.rm_policy, control.rm_params = chosen.rm_name, chosen.rm_params
+    control.im_policy, control.im_params = chosen.im_name, chosen.im_params
+    control.policy_source = f"rm: {chosen.rm_source}; im: {chosen.im_source}"
     foreign = sorted({r.node_type for r in ready_after if r.node_type not in names})
     if foreign:
         warnings.append(
@@ -384,8 +515,8 @@ def _step(region, control, row, slot, period_s, now_s, provider) -> dict[str, An
                 }
                 for n, c in zip(names, cores, strict=True)
             },
-            placement.replicas_by_application(running, names),
-            kept,
+            placement.replicas_by_application(seen.running, names),
+            seen.kept,
             unplaced,
         )
     )
@@ -488,7 +619,7 @@ def _reconcile(
                 acquired_at_s=now_s,
                 ready_at_s=now_s,
                 reason="adopted: found running at the provider",
-                details=_finite(node.details),
+                details=finite(node.details),
             )
         )
         changes.append({"adopted": node_id})
@@ -530,7 +661,7 @@ def _acquire(region, provider, t, n, slot, now_s, reason, rows, executed) -> int
                 acquired_at_s=now_s,
                 ready_at_s=now_s + delay,
                 reason=reason,
-                details=_finite(node.details),
+                details=finite(node.details),
             )
         )
     rows += RegionNode.objects.bulk_create(new)
@@ -562,15 +693,3 @@ def _release(region, provider, name, n, busy_ids, slot, now_s, reason, rows, exe
         {"released": sorted(stopped), "node_type": name, **({"refused": refused} if refused else {})}
     )
     return len(stopped)
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {str(k): _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    if isinstance(value, (np.floating, np.integer)):
-        return value.item()
-    return value

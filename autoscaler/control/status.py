@@ -20,7 +20,9 @@ from typing import Any
 
 from django.utils import timezone
 
+from autoscaler.control.app_state import AppMemory
 from autoscaler.control.models import Decision, Tick
+from autoscaler.control.topology import Topology
 from autoscaler.manifests import record_history
 from autoscaler.models import Application, Deployment
 from connectors.base import ApplyResult, PeriodMetrics
@@ -130,3 +132,22 @@ def _set_status(
     )
     if replicas != positive_replicas(known):
         record_history(dep, source, replicas=replicas, decision=decision)
+
+
+def record_drift(
+    app: Application, topo: Topology, metrics: PeriodMetrics, app_mem: AppMemory, reconfigured: bool
+) -> None:
+    """The engine's deployments that changed since the previous period without an apply between them (the
+    observed period did not begin with a change) become the deployments' status (``status.drifted``); what was
+    seen is kept in ``AppMemory.seen`` for the next period. Costs a query only when something drifted."""
+    seen = app_mem.seen or {}
+    now = {
+        op.name: positive_replicas(metrics.operators[op.name].deployment)
+        for op in topo.operators
+        if metrics.operators[op.name].deployment
+    }
+    if not reconfigured:
+        changed = {name: dep for name, dep in now.items() if name in seen and dep != seen[name]}
+        if changed:
+            drifted(app, changed)
+    app_mem.seen = now

@@ -30,11 +30,12 @@ from django.db import IntegrityError, InterfaceError, OperationalError, connecti
 from django.db.models import F, Q
 
 from autoscaler.control import outages, slots
+from autoscaler.control.app_state import AmConfig
+from autoscaler.control.connectors import ConnectorUnavailable
 from autoscaler.control.models import ApplicationControl, RegionControl, RegionTick
 from autoscaler.control.tick import record_failure, run_tick, skip_stale_tick, slot_of
 from autoscaler.models import Application, Region
 from connectors.base import ConnectorError
-from connectors.factory import ConnectorUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +162,7 @@ def _dispatch(now: float) -> dict[str, int]:
         counts["missed"] += slots.account_lost(app, control, now)
         am_slot = slot_of(now, app.am_period_s)
         if (
-            control.am_config.get("bounds_ms")
+            AmConfig.of(control).bounds_ms
             and control.am_dispatched_slot < am_slot
             and _publish(am_tune, (app.pk, am_slot), "am_tune")  # publish, then claim (am_tune is idempotent)
             and ApplicationControl.objects.filter(pk=control.pk, am_dispatched_slot__lt=am_slot).update(

@@ -47,20 +47,32 @@ def _reject_constant(name: str) -> Any:
 def read_json(request: Request) -> Any:
     """The request's body parsed as JSON, within the limits above; raises :class:`BodyError`."""
     http = request._request
-    media = (http.META.get("CONTENT_TYPE") or "").split(";")[0].strip().lower()
-    if media != "application/json":
-        raise BodyError(415, [FieldError("body", f"media type {media or 'none'!r}: send application/json")])
     limit = max_body_bytes()
-    try:
-        length = int(http.META.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        raise BodyError(400, [FieldError("body", "Content-Length is not a number")]) from None
-    if length > limit:
-        raise BodyError(413, [FieldError("body", f"{length} bytes: the limit is {limit} bytes")])
+    check_headers(http.META.get("CONTENT_TYPE"), http.META.get("CONTENT_LENGTH"), limit)
     try:
         raw = http.body
     except RequestDataTooBig:
         raise BodyError(413, [FieldError("body", f"the limit is {limit} bytes")]) from None
+    return decode(raw, limit)
+
+
+def check_headers(content_type: str | None, content_length: str | None, limit: int) -> None:
+    """Refuse a body by its headers before reading it: not ``application/json`` (415), a ``Content-Length``
+    that is no number (400) or over ``limit`` bytes (413); raises :class:`BodyError`."""
+    media = (content_type or "").split(";")[0].strip().lower()
+    if media != "application/json":
+        raise BodyError(415, [FieldError("body", f"media type {media or 'none'!r}: send application/json")])
+    try:
+        length = int(content_length or 0)
+    except ValueError:
+        raise BodyError(400, [FieldError("body", "Content-Length is not a number")]) from None
+    if length > limit:
+        raise BodyError(413, [FieldError("body", f"{length} bytes: the limit is {limit} bytes")])
+
+
+def decode(raw: bytes, limit: int) -> Any:
+    """``raw`` parsed as strict JSON within the limits above (at most ``limit`` bytes); raises
+    :class:`BodyError`."""
     if len(raw) > limit:
         raise BodyError(413, [FieldError("body", f"{len(raw)} bytes: the limit is {limit} bytes")])
     try:

@@ -1,6 +1,6 @@
 """Reads and writes of the ingest tables, shared by the endpoints and the Spark connector.
 
-Everything here takes an ``autoscaler.models.Operator``; times are aware datetimes or seconds since the epoch.
+Everything here takes an ``autoscaler.models.Operator`` (the desired state: an Operator or its primary key); times are aware datetimes or seconds since the epoch.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from autoscaler.ingest.models import (
     ProgressRollup,
     ProgressSample,
 )
+from autoscaler.ingest.records import ack_columns, driver_columns, latency_columns, progress_columns
 from autoscaler.ingest.serializers import INT64_MAX, AppliedPayload, ProgressPayload
 
 PRUNE_EVERY_S = 600.0
@@ -39,57 +40,28 @@ def sample_retention_s() -> float:
 def store_progress(operator, payload: ProgressPayload) -> int:
     """Store a validated shipment in one transaction; returns the number of progress samples received (a batch
     already stored, same run id and batch id, is not stored again)."""
-    samples = []
-    for item in payload.progress:
-        e2e = item.e2e()
-        samples.append(
-            ProgressSample(
-                operator=operator,
-                timestamp=item.timestamp,
-                run_id=item.runId,
-                batch_id=item.batchId,
-                num_input_rows=item.numInputRows,
-                input_rate=item.inputRowsPerSecond,
-                processed_rate=item.processedRowsPerSecond,
-                batch_duration_ms=item.batchDuration,
-                e2e_mean_s=e2e.mean_s if e2e else None,
-                e2e_p95_s=e2e.p95_s if e2e else None,
-                e2e_n=e2e.n if e2e else None,
-                backlog=item.backlog(),
-                raw=item.model_dump(mode="json"),
-            )
-        )
-    latencies = [
-        LatencySample(
-            operator=operator,
-            timestamp=dt.datetime.fromtimestamp(x.timestamp, tz=dt.UTC),
-            mean_s=x.mean_s,
-            p95_s=x.p95_s,
-            n=x.n,
-        )
-        for x in payload.latency
-    ]
+    samples = [ProgressSample(operator=operator, **progress_columns(item)) for item in payload.progress]
+    latencies = [LatencySample(operator=operator, **latency_columns(x)) for x in payload.latency]
     with transaction.atomic():
         ProgressSample.objects.bulk_create(samples, ignore_conflicts=True)  # retried shipments: stored once
         LatencySample.objects.bulk_create(latencies)
         d = payload.driver
         defaults: dict[str, Any] = {"last_seen": timezone.now(), "dropped": payload.dropped}
         if d is not None:
-            defaults.update(
-                ui_url=d.uiUrl,
-                app_id=d.appId,
-                executors=d.executors,
-                profile=d.profile,
-                generation=d.generation,
-            )
+            defaults.update(driver_columns(d))
         DriverStatus.objects.update_or_create(operator=operator, defaults=defaults)
     maybe_prune()
     return len(samples)
 
 
+def _operator_id(operator) -> int:
+    """The primary key of ``operator`` (an Operator or its key)."""
+    return operator if isinstance(operator, int) else operator.pk
+
+
 def desired_of(operator) -> dict[str, Any]:
     """``{"generation", "executors", "profile"}``; generation 0 and no executors when nothing is desired yet."""
-    row = DesiredState.objects.filter(operator=operator).first()
+    row = DesiredState.objects.filter(operator_id=_operator_id(operator)).first()
     if row is None:
         return {"generation": 0, "executors": None, "profile": None}
     return {"generation": row.generation, "executors": row.executors, "profile": row.profile}
@@ -99,7 +71,8 @@ def set_desired(operator, executors: int, profile: dict[str, Any]) -> int:
     """Write a new desired state (a new generation); returns the generation."""
     with transaction.atomic():
         row, created = DesiredState.objects.select_for_update().get_or_create(
-            operator=operator, defaults={"generation": 1, "executors": executors, "profile": profile}
+            operator_id=_operator_id(operator),
+            defaults={"generation": 1, "executors": executors, "profile": profile},
         )
         if not created:
             row.generation = F("generation") + 1
@@ -116,24 +89,9 @@ def store_ack(operator, payload: AppliedPayload) -> AppliedAck:
     if d is not None:
         DriverStatus.objects.update_or_create(
             operator=operator,
-            defaults={
-                "last_seen": timezone.now(),
-                "ui_url": d.uiUrl,
-                "app_id": d.appId,
-                "executors": d.executors,
-                "profile": d.profile,
-                "generation": d.generation,
-            },
+            defaults={"last_seen": timezone.now(), **driver_columns(d)},
         )
-    return AppliedAck.objects.create(
-        operator=operator,
-        generation=payload.generation,
-        executors=payload.executors,
-        profile=payload.profile,
-        downtime_s=payload.downtimeS,
-        duration_s=payload.durationS,
-        error=payload.error,
-    )
+    return AppliedAck.objects.create(operator=operator, **ack_columns(payload))
 
 
 def ack_of(operator, generation: int) -> AppliedAck | None:

@@ -1,9 +1,10 @@
-"""The Flink connector of an Application (``engine: flink``): ``build_flink_connector`` and ``check_binding``.
+"""The Flink connector of an application (``engine: flink``) from plain values: ``build`` and ``check_settings``.
 
 Settings (``autoscaler.schemas.connectors.FlinkSettings``): ``restUrl`` of the JobManager, the job by ``jobName``
 (newest running job with that name) or ``jobId``, ``vertices`` (operator -> operator name inside the job when it
 differs from the manifest's), ``applyTimeoutS``. Every operator of the manifest is bound to a job vertex;
-``check_binding`` reports the operators without a vertex of their own and lists the job's vertices.
+``check_settings`` reports the operators without a vertex of their own and lists the job's vertices. The control
+plane builds and checks it from a stored Application (``autoscaler.control.connectors``).
 """
 
 from __future__ import annotations
@@ -59,36 +60,11 @@ def build(
     return FlinkConnector(job, monitor, realizer)
 
 
-def _application_parts(application) -> tuple[list[str], list[tuple[str, str]], dict[str, Deployment]]:
-    from connectors.factory import deployment_of
-
-    ops = list(application.operators.all().select_related("deployment"))
-    deployments: dict[str, Deployment] = {}
-    for op in ops:
-        dep = deployment_of(op)
-        if dep is not None:
-            deployments[op.name] = {t: int(n) for t, n in dep.replicas.items() if n > 0}
-    streams = [(s.source.name, s.target.name) for s in application.streams.select_related("source", "target")]
-    return [op.name for op in ops], streams, deployments
-
-
-def build_flink_connector(application) -> FlinkConnector:
-    """The connector of a stored ``autoscaler.models.Application`` whose engine is ``flink``."""
-    operators, streams, deployments = _application_parts(application)
-    return build(dict(application.connector or {}), operators, streams, deployments)
-
-
-def check_binding(application) -> dict[str, Vertex]:
-    """Resolve every operator of ``application`` to a vertex of its running job (operator -> vertex).
+def check_settings(settings: dict, operators: list[str]) -> dict[str, Vertex]:
+    """Resolve every operator to a vertex of the running job of camelCase ``settings`` (operator -> vertex).
 
     Raises ``BindingError`` (message lists the vertices that exist) for a missing or shared vertex, and
     ``ConnectorError`` when the job cannot be found or reached."""
-    operators, _, _ = _application_parts(application)
-    return check_settings(dict(application.connector or {}), operators)
-
-
-def check_settings(settings: dict, operators: list[str]) -> dict[str, Vertex]:
-    """``check_binding`` from plain values (camelCase settings, operator names)."""
     job = job_of(settings, operators)
     job_id = job.find()
     return resolve(job.vertex_names, vertices_of(job.rest.job(job_id)))
@@ -98,8 +74,6 @@ __all__ = [
     "BindingError",
     "FlinkConnector",
     "build",
-    "build_flink_connector",
-    "check_binding",
     "check_settings",
     "job_of",
 ]

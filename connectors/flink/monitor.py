@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from connectors.base import (
+    JOB_FAILING_STATES,
     Cause,
     ConnectorError,
     Deployment,
@@ -58,11 +59,14 @@ from connectors.base import (
     Period,
     PeriodMetrics,
     job_state_cause,
+    worst_cause,
 )
 from connectors.flink.binding import BindingError, Vertex, resolve, vertices_of
 from connectors.flink.rest import FlinkRest
 from connectors.latency_share import share_path_latency
 
+#: the cause of an operator whose metrics are not usable this period (the job runs; nothing failed)
+MISSING = Cause.METRICS_MISSING
 METER_SPAN_S = 60.0
 #: two readings of the same attempt closer than this (s) are not differenced (stale metric store, jitter)
 MIN_INTERVAL_S = 5.0
@@ -227,11 +231,15 @@ class FlinkMonitor(Monitor):
             for name, frac in fractions.items():
                 note = f"response time = {frac:.0%} of the path's (queueing-estimate share)"
                 ops[name].reason = f"{ops[name].reason}; {note}" if ops[name].reason else note
-        incomplete = [f"{n}: {m.reason}" for n, m in ops.items() if not m.complete]
-        reason = "; ".join(incomplete)
+        incomplete = {n: m for n, m in ops.items() if not m.complete}
+        reason = "; ".join(f"{n}: {m.reason}" for n, m in incomplete.items())
         if not latency:
             reason = (reason + "; " if reason else "") + "no end-to-end latency reported by the sink"
-        return PeriodMetrics(period, ops, path_rt, complete=not incomplete and bool(latency), reason=reason)
+        complete = not incomplete and bool(latency)
+        # typed like its worst operator (a failed vertex makes the period failing); metrics missing otherwise
+        causes = [m.cause for m in incomplete.values()] + ([] if latency else [Cause.METRICS_MISSING])
+        cause = Cause.NONE if complete else worst_cause(causes)
+        return PeriodMetrics(period, ops, path_rt, complete=complete, reason=reason, cause=cause)
 
     def _latency_names(self, job_id: str, vertex_id: str) -> list[str]:
         names = self.job.rest.vertex_metric_names(job_id, vertex_id)
@@ -272,19 +280,24 @@ class FlinkMonitor(Monitor):
         dep = spread(self.deployments.get(op, {}), vertex.parallelism)
         status = row.get("status", "")
         running_s = (now_ms - float(row.get("start-time") or now_ms)) / 1000.0
-        if status != "RUNNING":
-            return OperatorMetrics(op, dep, complete=False, reason=f"vertex {vertex.name!r} is {status}")
+        if status != "RUNNING":  # failing or failed: the job's failure; otherwise (re)starting, no data yet
+            cause = Cause.JOB_FAILING if status in JOB_FAILING_STATES else Cause.METRICS_MISSING
+            return OperatorMetrics(
+                op, dep, complete=False, reason=f"vertex {vertex.name!r} is {status}", cause=cause
+            )
         is_source = op in self.sources
         try:
             counted = self._counter_rates(job_id, vertex, row, is_source, now_ms)
         except _Stale as stale:  # the REST metric store did not refresh: the counters say nothing
-            return OperatorMetrics(op, dep, complete=False, reason=f"{stale}: metric store not refreshed")
+            return OperatorMetrics(
+                op, dep, complete=False, reason=f"{stale}: metric store not refreshed", cause=MISSING
+            )
         if counted is None and running_s < METER_SPAN_S:
             why = (
                 f"vertex {vertex.name!r} (re)started {running_s:.0f} s ago: its counters cover only part of "
                 "the period and its meters are not settled"
             )
-            return OperatorMetrics(op, dep, complete=False, reason=why)
+            return OperatorMetrics(op, dep, complete=False, reason=why, cause=MISSING)
         names = list(RATE_METRICS)
         if is_source:
             names += [n for n in self.job.rest.vertex_metric_names(job_id, vertex.id) if n.endswith(PENDING)]
@@ -298,16 +311,18 @@ class FlinkMonitor(Monitor):
             rate = _metric(values, rate_name, "sum")
             if rate is None:
                 why = f"vertex {vertex.name!r}: no {rate_name}"
-                return OperatorMetrics(op, dep, complete=False, reason=why)
+                return OperatorMetrics(op, dep, complete=False, reason=why, cause=MISSING)
             busy_ms = _metric(values, "busyTimeMsPerSecond", "avg")
             busy = None if busy_ms is None else min(max(busy_ms / 1000.0, 0.0), 1.0)
             how = "60-s meters"
         if busy is None and not is_source:  # legacy sources report no busy time
-            return OperatorMetrics(op, dep, complete=False, reason=f"vertex {vertex.name!r}: no busy time")
+            return OperatorMetrics(
+                op, dep, complete=False, reason=f"vertex {vertex.name!r}: no busy time", cause=MISSING
+            )
         if rate <= 0 and (busy or 0) > 0.05:
             # busy but no record counted: the counters have not caught up (e.g. Python workers starting)
             why = f"vertex {vertex.name!r}: busy {busy:.2f} but no records counted yet"
-            return OperatorMetrics(op, dep, complete=False, reason=why)
+            return OperatorMetrics(op, dep, complete=False, reason=why, cause=MISSING)
         m = OperatorMetrics(
             operator=op,
             deployment=dep,

@@ -10,18 +10,16 @@ slots is taken (``GET /taskmanagers``: ``freeSlots < slotsNumber``); busy nodes 
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 from connectors.flink.cluster import FlinkCluster, FlinkClusterError, TaskManagerProfile
 from connectors.flink.rest import FlinkRestError
-from connectors.infrastructure import Node, NodeProvider, NodeSpec, ProviderError
+from connectors.infrastructure import Node, NodeProvider, NodeSpec, ProviderError, state_root
 
 
 def default_cluster_dir(region_name: str) -> Path:
-    var = Path(os.environ.get("AUTOSCALER_VAR_DIR") or Path(__file__).resolve().parents[2] / "var")
-    return var / "flink" / region_name
+    return state_root() / "flink" / region_name
 
 
 class FlinkTaskManagerProvider(NodeProvider):

@@ -22,7 +22,9 @@ vertex). Steps:
 4. the job failed or was cancelled during the rescale (a terminal state: FAILED, CANCELED, FINISHED) -> nothing
    can be restored: ``ok=False, rolled_back=False``, ``details["job_gone"]``, the error names the state and the
    deployments are empty (nothing runs); so are they when no job of that name/id runs at all. The JobManager
-   unreachable -> ``ok=False`` with the reason (``details["unavailable"]``), never an exception. After any
+   unreachable -> ``ok=False`` with the reason (``details["unavailable"]``), never an exception; a request it
+   answers with a client error (4xx, e.g. a bound above the job's max parallelism) -> ``ok=False``,
+   ``details["refused"]``, nothing applied. After any
    failure the deployments the realizer (and the monitor) report are the previous ones, never the target.
 """
 
@@ -92,6 +94,11 @@ class FlinkRealizer(Realizer):
             return ApplyResult(False, nothing, error=f"Flink unavailable: {exc}", details={"job_gone": True})
         except ConnectorError as exc:  # unreachable before the request (nothing applied) or while reading it
             self._keep(known)
+            if (
+                isinstance(exc, FlinkRestError) and 400 <= exc.status < 500
+            ):  # it answered: the request is refused
+                error = f"Flink refused the reconfiguration: {exc}"
+                return ApplyResult(False, known, error=error, details={"refused": True})
             return ApplyResult(False, known, error=f"Flink unavailable: {exc}", details={"unavailable": True})
 
     def _apply(self, plan: ScalingPlan, known: dict[str, Deployment]) -> ApplyResult:

@@ -102,6 +102,10 @@ MIN_EXECUTOR_MEMORY_MIB = 512
 DEFAULT_MAX_EXECUTORS = 16
 #: seconds between reads of this driver's executor list while a change is verified (a local REST call)
 VERIFY_POLL_S = 0.2
+#: seconds the executor count must hold at the desired value after a restart before it is acknowledged: the master
+#: launches executors up to ``spark.cores.max`` when the new application registers, before the desired total
+#: reaches it, and such a surplus executor can register seconds after the first (then it is killed)
+RESTART_SETTLE_S = 5.0
 #: Spark conf the agent sets unless the job sets it: a killed executor leaves the driver's list after 1 s
 #: instead of 5 s (the driver waits that long for the master's reason of a disconnection; standalone only)
 STANDALONE_DEFAULTS = {"spark.standalone.executorRemoveDelayOnDisconnection": "1s"}
@@ -469,9 +473,12 @@ class SparkAgent:
                 self._kill(v["id"])
         self._request_total(n)
 
-    def _wait_executors(self, n: int, timeout_s: float, at_least: bool = False) -> int:
+    def _wait_executors(self, n: int, timeout_s: float, at_least: bool = False, settle_s: float = 0.0) -> int:
+        """The executors running once ``n`` (``>= n`` with ``at_least``) have been seen for ``settle_s`` seconds
+        in a row, or the last count at ``timeout_s``; surplus executors are killed meanwhile."""
         deadline = time.monotonic() + timeout_s
         seen = -1
+        held_since: float | None = None
         while time.monotonic() < deadline and not self._stop.is_set():
             try:
                 rows = self.executors()
@@ -480,7 +487,12 @@ class SparkAgent:
             else:
                 seen = len(rows)
             if seen == n or (at_least and seen >= n):
-                return seen
+                now = time.monotonic()
+                held_since = now if held_since is None else held_since
+                if now - held_since >= settle_s:
+                    return seen
+            else:
+                held_since = None
             if len(self._staying(rows)) > n:  # surplus (e.g. granted before the limit arrived): remove it
                 try:
                     self.scale_to(n)
@@ -664,7 +676,7 @@ class SparkAgent:
                 error = "the restarted query did not start running"
             self._wait_executors(1, self.apply_timeout_s, at_least=True)
             downtime = time.monotonic() - t0
-            seen = self._wait_executors(n, self.apply_timeout_s)
+            seen = self._wait_executors(n, self.apply_timeout_s, settle_s=RESTART_SETTLE_S)
             if seen != n and not error:
                 error = f"executors: {seen} running after the restart, {n} desired"
         except Exception as exc:  # noqa: BLE001 - reported in the ack; try the old profile again

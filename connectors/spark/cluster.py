@@ -30,7 +30,14 @@ READY_TIMEOUT_S = 60.0
 
 
 def spark_home() -> Path:
-    import pyspark
+    """The installed ``pyspark`` package (the project's ``[spark]`` extra); RuntimeError when it is missing, so a
+    node provider reports it like any other failure to start a Spark process."""
+    try:
+        import pyspark
+    except ImportError as exc:
+        raise RuntimeError(
+            "pyspark is not installed: Spark processes need the project's [spark] extra (pip install '.[spark]')"
+        ) from exc
 
     return Path(pyspark.__file__).resolve().parent
 
@@ -50,9 +57,17 @@ def spark_env() -> dict[str, str]:
 
 
 def master_json(web_url: str, timeout_s: float = 3.0) -> dict[str, Any]:
-    """The master's ``/json/`` (workers, cores, coresused, activeapps, ...)."""
-    with urllib.request.urlopen(web_url.rstrip("/") + "/json/", timeout=timeout_s) as resp:
-        return json.loads(resp.read())
+    """The master's ``/json/`` (workers, cores, coresused, activeapps, ...). ``OSError`` when the master cannot be
+    asked, and when the answer is not JSON: a starting master once answered ``/json/`` with its HTML page on a
+    loaded machine (its UI listening before all of its handlers were attached, presumably), a master not ready
+    yet rather than a failed start."""
+    url = web_url.rstrip("/") + "/json/"
+    with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+        body = resp.read()
+    try:
+        return json.loads(body)
+    except ValueError as exc:
+        raise OSError(f"{url} answered no JSON (a master UI still starting?): {exc}") from None
 
 
 def process_alive(pid: int) -> bool:

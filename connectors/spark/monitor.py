@@ -1,4 +1,5 @@
-"""Observations of a Spark application from the progress its agents shipped (``autoscaler.ingest``).
+"""Observations of a Spark application from the progress its agents shipped (read from a
+``connectors.spark.store.SparkStore``).
 
 Per controlled operator (one streaming query) and period ``[start, end)``, from the micro-batches whose trigger
 started in the period:
@@ -29,7 +30,9 @@ A period without samples, or whose samples cover less than ``MIN_COVERAGE`` of i
 the reason; an operator with no executor is incomplete ("operator has no running replica"), and so is a period
 holding the first micro-batch of a query run (a start, or a restart from the checkpoint after a profile change:
 no earlier batch of the same run id is stored; its duration is the query's start-up, not load, and taken as load
-it would teach a policy that one executor violates at almost no input). Never zeros.
+it would teach a policy that one executor violates at almost no input). Never zeros. Each incomplete operator has a
+typed cause (``Cause.NO_RUNNING_REPLICA`` without an executor, ``Cause.METRICS_MISSING`` otherwise), and the
+period the worst of them (``connectors.base.worst_cause``): the control loop acts on the period's cause.
 Path response time (s) = the largest end-to-end mean among the controlled operators of the path (records are
 stamped at creation, so the most downstream sink sees the whole path).
 """
@@ -40,9 +43,18 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
-from connectors.base import Cause, Deployment, Monitor, OperatorMetrics, Period, PeriodMetrics
+from connectors.base import (
+    Cause,
+    Deployment,
+    Monitor,
+    OperatorMetrics,
+    Period,
+    PeriodMetrics,
+    worst_cause,
+)
 from connectors.endpoints import AllowList
 from connectors.http_fetch import FetchError, fetch_json
+from connectors.spark.store import DriverState, OperatorKey, ProgressRecord, SparkStore
 
 MIN_COVERAGE = 0.5
 REST_TIMEOUT_S = 3.0
@@ -50,15 +62,18 @@ REST_TIMEOUT_S = 3.0
 
 @dataclass
 class Binding:
-    """One controlled operator: its stored Operator row, node types by name -> profile, driver UI override, and
-    the endpoints whose driver UIs may be asked (``allowed``; none by default: a URL the job's agent reports is
-    contacted only when staff declared it, see ``connectors.endpoints``)."""
+    """One controlled operator: its key in the ``SparkStore``, driver UI override, the controlled operators
+    upstream of it, the endpoints whose driver UIs may be asked (``allowed``; none by default: a URL the job's
+    agent reports is contacted only when staff declared it, see ``connectors.endpoints``) and the node type its
+    executors are named after when neither the driver nor the desired state names a profile (``declared_type``:
+    the declared deployment's type with the most replicas)."""
 
-    operator: Any
+    operator: OperatorKey
     ui_url: str | None
     upstream: list[str]
     fallback_ui_url: str = ""
     allowed: AllowList = field(default_factory=lambda: AllowList([]))
+    declared_type: str = "executor"
 
 
 def rest_executors(ui_url: str, app_id: str = "", timeout_s: float = REST_TIMEOUT_S) -> list[dict[str, Any]]:
@@ -74,9 +89,9 @@ def rest_executors(ui_url: str, app_id: str = "", timeout_s: float = REST_TIMEOU
     return [r for r in rows if r.get("id") != "driver" and r.get("isActive", True)]
 
 
-def driver_ui(binding: Binding, status: Any) -> tuple[str, str]:
-    """(driver UI URL the monitor may ask, or "", and why a reported one is skipped) for the operator's
-    ``DriverStatus`` row ``status`` (None when never seen)."""
+def driver_ui(binding: Binding, status: DriverState | None) -> tuple[str, str]:
+    """(driver UI URL the monitor may ask, or "", and why a reported one is skipped) for the operator's driver
+    ``status`` (None when never seen)."""
     ui = binding.ui_url or (status.ui_url if status else "") or binding.fallback_ui_url
     if ui and not binding.allowed.allows(ui):  # never a request to an address staff did not declare
         return "", f" (driver UI {ui!r} is not a declared endpoint: not contacted)"
@@ -129,16 +144,12 @@ def running_batch(ui_url: str, app_id: str = "", timeout_s: float = REST_TIMEOUT
     return oldest
 
 
-def running_deployment(binding: Binding) -> tuple[Deployment, str]:
+def running_deployment(store: SparkStore, binding: Binding) -> tuple[Deployment, str]:
     """``({node type: executors}, source)`` with source ``rest``, ``agent`` or ``none``."""
-    from autoscaler.ingest.models import DesiredState, DriverStatus
-
-    status = DriverStatus.objects.filter(operator=binding.operator).first()
-    desired = DesiredState.objects.filter(operator=binding.operator).first()
-    profile = (status.profile if status and status.profile else None) or (
-        desired.profile if desired else None
-    )
-    name = (profile or {}).get("name") or _declared_type(binding.operator)
+    status = store.driver(binding.operator)
+    desired = store.desired(binding.operator)
+    profile = (status.profile if status and status.profile else None) or desired.profile
+    name = (profile or {}).get("name") or binding.declared_type
     ui, skipped = driver_ui(binding, status)
     if ui:
         try:
@@ -151,28 +162,20 @@ def running_deployment(binding: Binding) -> tuple[Deployment, str]:
     return {}, "none" + skipped
 
 
-def _declared_type(operator: Any) -> str:
-    dep = getattr(operator, "deployment", None)
-    replicas = dict(dep.replicas) if dep is not None else {}
-    return max(replicas, key=lambda t: replicas[t]) if replicas else "executor"
-
-
-def _ts(seconds: float) -> dt.datetime:
-    return dt.datetime.fromtimestamp(seconds, tz=dt.UTC)
-
-
 class SparkMonitor(Monitor):
-    """Builds ``PeriodMetrics`` from stored progress samples (see module docstring)."""
+    """Builds ``PeriodMetrics`` from the progress samples in ``store`` (see module docstring)."""
 
     def __init__(
         self,
         bindings: dict[str, Binding],
         paths: list[list[str]],
         batch_interval_s: float,
+        store: SparkStore,
     ) -> None:
         self.bindings = bindings
         self.paths = paths
         self.batch_interval_s = batch_interval_s
+        self.store = store
 
     def collect(self, period: Period) -> PeriodMetrics:
         ops: dict[str, OperatorMetrics] = {}
@@ -192,36 +195,29 @@ class SparkMonitor(Monitor):
             measured = [e2e[n] for n in path if n in e2e]
             if measured:
                 path_rt["->".join(path)] = max(measured)
-        incomplete = [f"{n}: {m.reason}" for n, m in ops.items() if not m.complete]
-        return PeriodMetrics(period, ops, path_rt, complete=not incomplete, reason="; ".join(incomplete))
+        incomplete = {n: m for n, m in ops.items() if not m.complete}
+        return PeriodMetrics(
+            period,
+            ops,
+            path_rt,
+            complete=not incomplete,
+            reason="; ".join(f"{n}: {m.reason}" for n, m in incomplete.items()),
+            # typed like its worst operator: the control loop acts on the period's cause (an operator without
+            # a running replica makes the rollback rail restore the deployment before a reconfiguration)
+            cause=worst_cause(m.cause or Cause.METRICS_MISSING for m in incomplete.values()),
+        )
 
     def _operator(self, name: str, binding: Binding, period: Period) -> tuple[OperatorMetrics, float | None]:
         """One operator's observation for the period, and its sink's end-to-end mean (s) when reported."""
-        from autoscaler.ingest.models import LatencySample, ProgressSample
-
-        deployment, source = running_deployment(binding)
-        samples = list(
-            ProgressSample.objects.filter(
-                operator=binding.operator, timestamp__gte=_ts(period.start), timestamp__lt=_ts(period.end)
-            )
-            .order_by("timestamp")
-            .values(
-                "run_id",
-                "batch_id",
-                "timestamp",
-                "num_input_rows",
-                "batch_duration_ms",
-                "e2e_mean_s",
-                "e2e_p95_s",
-                "e2e_n",
-                "backlog",
-                "raw",
-            )
-        )
+        store = self.store
+        deployment, source = running_deployment(store, binding)
+        samples = store.progress(binding.operator, period.start, period.end)
         if not samples:
             why = "operator has no running replica"
             if deployment:
-                stalled, why = _stalled(name, binding, period, deployment, self.batch_interval_s, source)
+                stalled, why = _stalled(
+                    store, name, binding, period, deployment, self.batch_interval_s, source
+                )
                 if stalled is not None:
                     return stalled, stalled.response_time_s
             return OperatorMetrics(
@@ -233,8 +229,8 @@ class SparkMonitor(Monitor):
             ), None
         length = period.length_s
         t = self.batch_interval_s
-        first = samples[0]["timestamp"].timestamp()
-        last = samples[-1]["timestamp"].timestamp() + max((samples[-1]["batch_duration_ms"] or 0) / 1000.0, t)
+        first = samples[0].timestamp
+        last = samples[-1].timestamp + max((samples[-1].batch_duration_ms or 0) / 1000.0, t)
         coverage = (min(last, period.end) - max(first - t, period.start)) / length
         if coverage < MIN_COVERAGE:
             return OperatorMetrics(
@@ -242,6 +238,7 @@ class SparkMonitor(Monitor):
                 deployment,
                 complete=False,
                 reason=f"partial period: progress covers {coverage:.0%} of it",
+                cause=Cause.METRICS_MISSING,
             ), None
         if not deployment:
             return OperatorMetrics(
@@ -251,18 +248,19 @@ class SparkMonitor(Monitor):
                 reason=f"operator has no running replica (executors via {source})",
                 cause=Cause.NO_RUNNING_REPLICA,
             ), None
-        if _holds_a_first_batch(binding.operator, samples):
+        if _holds_a_first_batch(store, binding.operator, samples):
             return OperatorMetrics(
                 name,
                 deployment,
                 complete=False,
                 reason="query starting: the period holds its first micro-batch (start-up time, not load)",
+                cause=Cause.METRICS_MISSING,
             ), None
-        rows = sum(s["num_input_rows"] for s in samples)
-        durations = [(s["batch_duration_ms"] or 0.0) / 1000.0 for s in samples]
+        rows = sum(s.num_input_rows for s in samples)
+        durations = [(s.batch_duration_ms or 0.0) / 1000.0 for s in samples]
         busy = sum(durations)
-        backlogs = [s["backlog"] for s in samples if s["backlog"] is not None]
-        before = _backlog_before(binding.operator, period) if backlogs else None
+        backlogs = [s.backlog for s in samples if s.backlog is not None]
+        before = _backlog_before(store, binding.operator, period) if backlogs else None
         if before is not None:  # from the end of the batch before the period: a single batch shows growth too
             growth = (backlogs[-1] - before) / length
         else:
@@ -273,18 +271,16 @@ class SparkMonitor(Monitor):
         backlog = backlogs[-1] if backlogs else input_rate * max(0.0, mean_d - t)
         n_lat, sum_lat, p95 = 0, 0.0, None
         for s in samples:
-            if s["e2e_mean_s"] is not None and s["e2e_n"]:
-                n_lat += s["e2e_n"]
-                sum_lat += s["e2e_mean_s"] * s["e2e_n"]
-            if s["e2e_p95_s"] is not None and s["e2e_n"]:
-                p95 = max(p95 or 0.0, s["e2e_p95_s"])
-        for lat in LatencySample.objects.filter(
-            operator=binding.operator, timestamp__gte=_ts(period.start), timestamp__lt=_ts(period.end)
-        ).values("mean_s", "p95_s", "n"):
-            if lat["n"]:
-                n_lat += lat["n"]
-                sum_lat += lat["mean_s"] * lat["n"]
-                p95 = max(p95 or 0.0, lat["p95_s"])
+            if s.e2e_mean_s is not None and s.e2e_n:
+                n_lat += s.e2e_n
+                sum_lat += s.e2e_mean_s * s.e2e_n
+            if s.e2e_p95_s is not None and s.e2e_n:
+                p95 = max(p95 or 0.0, s.e2e_p95_s)
+        for lat in store.latencies(binding.operator, period.start, period.end):
+            if lat.n:
+                n_lat += lat.n
+                sum_lat += lat.mean_s * lat.n
+                p95 = max(p95 or 0.0, lat.p95_s)
         reason = f"executors via {source}"
         if n_lat:
             rt = sum_lat / n_lat
@@ -316,7 +312,13 @@ class SparkMonitor(Monitor):
 
 
 def _stalled(
-    name: str, binding: Binding, period: Period, deployment: Deployment, interval_s: float, source: str
+    store: SparkStore,
+    name: str,
+    binding: Binding,
+    period: Period,
+    deployment: Deployment,
+    interval_s: float,
+    source: str,
 ) -> tuple[OperatorMetrics | None, str]:
     """The observation of a period in which no micro-batch started because the query was busy with batches
     triggered before it (overload: the query is slower than its input), and "". ``(None, why not)`` otherwise (an
@@ -336,13 +338,11 @@ def _stalled(
     progress is still on its way (the agent ships after a batch ends): that batch is the one the period held, its
     time in flight ends when the running one began, and the same estimates apply. Two or more batches without
     progress are an agent that lags, not a stall: no data."""
-    from autoscaler.ingest.models import DriverStatus, ProgressSample
-
-    status = DriverStatus.objects.filter(operator=binding.operator).first()
+    status = store.driver(binding.operator)
     ui, skipped = driver_ui(binding, status)
     if status is None or not ui:
         return None, "the driver's UI is unknown" + skipped
-    if status.last_seen.timestamp() < period.start:
+    if status.last_seen < period.start:
         return None, "the job's agent has not reported in the period"
     try:
         running = running_batch(ui, status.app_id if not binding.ui_url else "")
@@ -350,21 +350,14 @@ def _stalled(
         return None, f"the driver could not be asked for running jobs ({exc})"
     if running is None:
         return None, "the driver runs no job (idle)"
-    last = (
-        ProgressSample.objects.filter(operator=binding.operator, timestamp__lt=_ts(period.start))
-        .order_by("-timestamp")
-        .values("timestamp", "run_id", "batch_id", "num_input_rows", "batch_duration_ms")
-        .first()
-    )
-    if last is None or not last["num_input_rows"]:
+    last = store.last_progress_before(binding.operator, period.start)
+    if last is None or not last.num_input_rows:
         return None, "no earlier batch with records to estimate from"
-    last_start = last["timestamp"].timestamp()
-    last_d = (last["batch_duration_ms"] or 0.0) / 1000.0
+    last_start = last.timestamp
+    last_d = (last.batch_duration_ms or 0.0) / 1000.0
     last_end = last_start + last_d
-    same_run = running.batch_id is not None and running.run_id in ("", last["run_id"])
-    ahead = (
-        (running.batch_id or 0) - last["batch_id"] if same_run else 0
-    )  # batches past the last one received
+    same_run = running.batch_id is not None and running.run_id in ("", last.run_id)
+    ahead = (running.batch_id or 0) - last.batch_id if same_run else 0  # batches past the last one received
     named_next = ahead == 1
     # the driver runs the batch after the next: the next one finished (when the one running now began, at the
     # latest) but its progress has not reached the control plane yet; it is the batch the period held (more
@@ -372,8 +365,8 @@ def _stalled(
     unshipped = ahead == 2
     if ahead > 2:
         return None, (
-            f"the driver runs batch {running.batch_id}, the progress of batches {last['batch_id'] + 1}.."
-            f"{last['batch_id'] + ahead - 1} has not been received"
+            f"the driver runs batch {running.batch_id}, the progress of batches {last.batch_id + 1}.."
+            f"{last.batch_id + ahead - 1} has not been received"
         )
     end = period.end
     if unshipped:
@@ -386,16 +379,10 @@ def _stalled(
         started = busy_since = running.since
     if busy_since > period.start + interval_s:
         return None, f"the running job began {busy_since - period.start:.1f} s into the period (not a stall)"
-    before = (
-        ProgressSample.objects.filter(
-            operator=binding.operator, run_id=last["run_id"], batch_id=last["batch_id"] - 1
-        )
-        .values_list("timestamp", flat=True)
-        .first()
-    )
-    arrival_s = last_start - before.timestamp() if before is not None else last_d
+    before = store.batch(binding.operator, last.run_id, last.batch_id - 1)
+    arrival_s = last_start - before.timestamp if before is not None else last_d
     arrival_s = max(arrival_s, interval_s)
-    rate = last["num_input_rows"] / arrival_s
+    rate = last.num_input_rows / arrival_s
     # the batch in flight holds what arrived while the last one ran (over ``window``); when the last batch ran past
     # the period's end (its record came before the tick), nothing was in flight yet, and what the last batch's
     # records took (half their arrival time waiting, then the batch) bounds the response time instead
@@ -412,7 +399,7 @@ def _stalled(
         backlog=rate * in_flight,
         reason=f"executors via {source}; "
         + (
-            f"batch {last['batch_id'] + 1} ran for {in_flight:.1f} s in the period and finished (batch "
+            f"batch {last.batch_id + 1} ran for {in_flight:.1f} s in the period and finished (batch "
             f"{running.batch_id} runs now), its progress not received yet"
             if unshipped
             else f"no micro-batch finished or started in the period: one has run for {in_flight:.1f} s (overload)"
@@ -422,28 +409,21 @@ def _stalled(
     ), ""
 
 
-def _backlog_before(operator: Any, period: Period) -> float | None:
+def _backlog_before(store: SparkStore, operator: OperatorKey, period: Period) -> float | None:
     """The backlog the source reported with the last batch triggered before the period (tuples), None when that
     batch reported none (or there is no earlier batch)."""
-    from autoscaler.ingest.models import ProgressSample
-
-    row = (
-        ProgressSample.objects.filter(operator=operator, timestamp__lt=_ts(period.start))
-        .order_by("-timestamp")
-        .values_list("backlog", flat=True)
-        .first()
-    )
-    return None if row is None else float(row)
+    last = store.last_progress_before(operator, period.start)
+    return None if last is None or last.backlog is None else float(last.backlog)
 
 
-def _partitions(samples: list[dict[str, Any]]) -> int | None:
+def _partitions(samples: list[ProgressRecord]) -> int | None:
     """Partitions of the query's stateful stage (``stateOperators[].numShufflePartitions`` in the progress JSON,
     the largest of the period's batches), None when no kept progress reports one (stateless query, raw JSON
     pruned)."""
     found = [
         int(op["numShufflePartitions"])
         for s in samples
-        for op in ((s.get("raw") or {}).get("stateOperators") or [])
+        for op in ((s.raw or {}).get("stateOperators") or [])
         if isinstance(op, dict)
         and isinstance(op.get("numShufflePartitions"), int)
         and op["numShufflePartitions"] > 0
@@ -451,16 +431,11 @@ def _partitions(samples: list[dict[str, Any]]) -> int | None:
     return max(found) if found else None
 
 
-def _holds_a_first_batch(operator: Any, samples: list[dict[str, Any]]) -> bool:
+def _holds_a_first_batch(store: SparkStore, operator: OperatorKey, samples: list[ProgressRecord]) -> bool:
     """Whether the period's ``samples`` hold the first micro-batch of a query run: no stored batch of the same run
     id is older. Batch ids continue across a restart from the checkpoint while the run id changes; the batch just
-    before one of the period is seconds old, well within the samples' retention. One indexed query per run."""
-    from autoscaler.ingest.models import ProgressSample
-
+    before one of the period is seconds old, well within the samples' retention. One store lookup per run."""
     first: dict[str, int] = {}
     for s in samples:
-        first[s["run_id"]] = min(first.get(s["run_id"], s["batch_id"]), s["batch_id"])
-    return any(
-        not ProgressSample.objects.filter(operator=operator, run_id=run, batch_id__lt=batch).exists()
-        for run, batch in first.items()
-    )
+        first[s.run_id] = min(first.get(s.run_id, s.batch_id), s.batch_id)
+    return any(not store.has_batch_before(operator, run, batch) for run, batch in first.items())

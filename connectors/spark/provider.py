@@ -24,14 +24,13 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from connectors.infrastructure import Node, NodeProvider, NodeSpec, ProviderError
+from connectors.infrastructure import Node, NodeProvider, NodeSpec, ProviderError, state_root
 from connectors.spark.cluster import master_json, process_alive, start_worker, stop_group
 from connectors.spark.placement import resource_name, typed_workers
 
@@ -40,12 +39,7 @@ RELEASE_DEREGISTER_S = 30.0
 
 
 def _default_state_dir() -> Path:
-    try:
-        from django.conf import settings
-
-        return Path(settings.VAR_DIR) / "spark-workers"
-    except Exception:  # noqa: BLE001 - outside Django
-        return Path(os.environ.get("AUTOSCALER_VAR_DIR", "var")) / "spark-workers"
+    return state_root() / "spark-workers"
 
 
 class SparkWorkerProvider(NodeProvider):

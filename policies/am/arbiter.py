@@ -98,6 +98,9 @@ class Request:
     utilisation: float = 0.0
     #: the target deployment of a multi-replica step (``action == JUMP``); None for the one-replica actions
     target: np.ndarray | None = None
+    #: a step that removes replicas only to make room for a scale-out the node limit blocks (a staged node-type
+    #: swap): arbitrated as a scale-out (no scale-in reserve, no hold, no scale-in priority)
+    for_scale_out: bool = False
 
     def change(self) -> np.ndarray:
         """Replicas added (> 0) or removed (< 0) per node type if granted."""
@@ -201,7 +204,7 @@ class Arbiter:
         for r in requests:
             in_use += np.asarray(r.k, dtype=np.int64)
         delta = {id(r): r.change() for r in changes}
-        scale_in = {id(r): bool((delta[id(r)] <= 0).all()) for r in changes}
+        scale_in = {id(r): bool((delta[id(r)] <= 0).all()) and not r.for_scale_out for r in changes}
 
         # priority: scale-ins (free nodes) first, then violated operators, then the busiest, then operator order
         def priority(r: Request) -> tuple[int, int, float, int]:

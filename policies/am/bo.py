@@ -51,9 +51,9 @@ from policies.am.arbiter import Arbiter, check_budget
 from policies.am.bayesopt import BOResult, PathSumDomain, SimplexDomain, minimize_constrained
 from policies.am.guard import GuardParams, ViolationBudgetGuard
 from policies.am.naive import EQUAL_WEIGHTS, AMConfiguration, naive_bounds
-from policies.apps import Application
+from policies.app_graphs import Application
 from policies.base import Policy
-from policies.model import CostWeights, NodeType, OperatorSpec, QueueModel
+from policies.operator_model import CostWeights, NodeType, OperatorSpec, QueueModel
 from policies.options import defaults as option_defaults
 from policies.options import validate as validate_options
 from policies.registry import load

@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from policies.apps import Application
-from policies.model import CostWeights, NodeType, RateLevels
+from policies.app_graphs import Application
+from policies.operator_model import CostWeights, NodeType, RateLevels
 
 
 class CentralizedAM:

@@ -26,10 +26,10 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from policies.model import CostWeights
+from policies.operator_model import CostWeights
 from policies.options import option as _option
 
-# defaults (policies.options, measured by ``python -m policies.bench am --guard``): judge the last 200 periods;
+# defaults (policies.options, measured by ``python -m benchmarks am --guard``): judge the last 200 periods;
 # act when they spend the budget faster than half of eta_V (the margin BO aims at in simulation) and the run so
 # far has spent more than a quarter of it; 15% at a time, down to 0.2
 WINDOW = _option("guard_window").default

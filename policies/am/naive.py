@@ -16,8 +16,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from policies.am.arbiter import Arbiter, check_budget
-from policies.apps import Application
-from policies.model import CostWeights, NodeType
+from policies.app_graphs import Application
+from policies.operator_model import CostWeights, NodeType
 from policies.options import defaults as option_defaults
 from policies.options import validate as validate_options
 

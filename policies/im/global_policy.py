@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from policies.im.infrastructure import RegionPool
-from policies.model import NodeType
+from policies.operator_model import NodeType
 from policies.options import defaults as option_defaults
 from policies.rm.base import RegionState, RMProposal, validate_against_defaults
 

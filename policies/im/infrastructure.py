@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from policies.model import NodeType
+from policies.operator_model import NodeType
 from policies.rm.base import RegionState
 
 

@@ -36,8 +36,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from policies.base import Observation, Policy
-from policies.model import OperatorSpec
 from policies.om import mdp
+from policies.operator_model import OperatorSpec
 
 #: refuse a backward pass beyond this many (steps x deployments x actions) element operations (~ minutes of CPU)
 MAX_WORK = 3e10

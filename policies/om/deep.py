@@ -25,7 +25,7 @@ types and K_max 10: 30 + 7 + 30 = 67 inputs, hidden layers 50, 38, 28.
 The replay buffer stores raw facts (deployments, rate levels and rates, action, violation flag), not costs, so the
 costs of old transitions follow the current weights and R_max after :meth:`reconfigure`.
 
-Run ``python -m policies.om.deep --bench`` for the decision-latency and whole-trace benchmark.
+The decision-latency and whole-trace benchmark: ``python -m benchmarks deep-rl`` (``benchmarks/deep_rl.py``).
 """
 
 from __future__ import annotations
@@ -38,11 +38,10 @@ import numpy as np
 
 from policies.base import Observation, Policy
 from policies.calibration import MODEL_REFRESH_TOLERANCE
-from policies.model import OperatorSpec, QueueModel
 from policies.om.approx_model import APPROX_DEFAULTS, check_approx_params, draw_model_errors
 from policies.om.mlp import MLP, OPTIMIZERS, hidden_widths
 from policies.om.replay import ReplayBuffer
-from policies.paths import reference_csv, taxi_trace
+from policies.operator_model import OperatorSpec, QueueModel
 
 # ---- hyperparameters (paper 001, Sec. 6.2 and Appendix B; see DEFAULTS) -----------------------------------
 GAMMA = 0.99  # discount factor
@@ -544,206 +543,3 @@ class DeepQLearningPDSPlus(DeepQLearningPDS):
                     lo = mid
             out[i] = lo
         return out
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# benchmark: python -m policies.om.deep --bench
-
-POLICY_CLASSES: dict[str, type[_DeepQBase]] = {
-    "dql": DeepQLearning,
-    "dql-pds": DeepQLearningPDS,
-    "dql-pds-plus": DeepQLearningPDSPlus,
-}
-PUBLISHED_NAMES = {"dql": "DQL", "dql-pds": "DQL+PDS", "dql-pds-plus": "DQL+PDS+"}
-
-
-def _bench_spec(infra: str, n_res: int, k_max: int) -> OperatorSpec:
-    from policies.model import infrastructure, infrastructure_c_max
-
-    return OperatorSpec(infrastructure(infra, n_res), k_max=k_max, c_max=infrastructure_c_max(infra, k_max))
-
-
-def _latency(policy: Policy, rates: np.ndarray) -> np.ndarray:
-    """Seconds per ``policy.step`` call over ``rates``, the deployment following the proposals."""
-    import time
-
-    spec = policy.spec
-    k = np.zeros(spec.n_res, dtype=np.int64)
-    k[0] = 1
-    out = np.empty(len(rates))
-    clock = time.perf_counter
-    for i, rate in enumerate(rates):
-        rate = float(rate)
-        obs = Observation(deployment=k, input_rate=rate, violated=bool(_violates(spec, k, rate)))
-        t0 = clock()
-        prop = policy.step(obs)
-        out[i] = clock() - t0
-        k = prop.deployment
-    return out
-
-
-def _violates(spec: OperatorSpec, k: np.ndarray, rate: float) -> bool:
-    return spec.model.response_time(k, spec.speedups, rate) > spec.r_max_s
-
-
-class _DoNothing(Policy):
-    """Trivial baseline for latency ratios: always proposes do nothing."""
-
-    name: ClassVar[str] = "do-nothing"
-
-    def _decide(self, k, rate, obs, explain):  # type: ignore[no-untyped-def]
-        return 0, {}
-
-
-def _full_run(job: tuple[str, str, int, int, int, str, int | None]) -> dict[str, Any]:
-    name, infra, n_res, k_max, seed, trace_path, steps = job
-    from policies.sim.operator import run_operator
-    from policies.sim.trace import load_trace
-
-    trace = load_trace(trace_path, steps)
-    policy = POLICY_CLASSES[name](_bench_spec(infra, n_res, k_max), seed=seed)
-    summary = run_operator(trace, policy).summary()
-    summary.update(policy=name, infra=infra, seed=seed)
-    return summary
-
-
-def _published(path: str, n_res: int, k_max: int) -> dict[tuple[str, str], dict[str, str]]:
-    import csv
-    from pathlib import Path
-
-    if not Path(path).is_file():
-        return {}
-    with open(path) as fh:
-        rows = list(csv.DictReader(fh))
-    return {
-        (r["policy"], r["infra"]): r
-        for r in rows
-        if r["trace"] == "taxi" and int(r["n_res"]) == n_res and int(r["k_max"]) == k_max
-    }
-
-
-SETUP_NOTES = """Setup (paper 001, Appendix B, and what the paper leaves open): network input "reduced2" (per-type
-one-hot replica counts, one-hot set of types present, one-hot rate level: 67 inputs for 3 types), 3 hidden ReLU
-layers of 3/4 of their input (50, 38, 28), linear output (7 Q values for `dql`, one V~ for the PDS variants),
-Xavier-normal initial weights, MSE, plain SGD with learning rate 0.1 (the paper gives none; 0.1 is the default
-of the authors' public simulator and beat 0.01 and Adam 1e-3 on the first 100,000 Taxi steps), replay buffer
-10,000 sampled uniformly with replacement, a batch of 32 every 5 steps, gamma 0.99, epsilon = max(0.01,
-0.95^(t-1)), no target network (the paper uses none). The PDS+ estimate uses the rate of the period just
-observed (the paper: "rate assumed unchanged"). Costs of stored transitions are recomputed from raw facts
-at training time, so a reconfiguration of weights or R_max applies to the whole buffer."""
-
-
-def bench(argv: list[str] | None = None) -> str:
-    """Decision latency (``step()`` over 10,000 calls vs a trivial policy) and whole-trace quality vs Table 2."""
-    import argparse
-    import shlex
-    import sys
-    import time
-    from concurrent.futures import ProcessPoolExecutor
-
-    from policies.benchdoc import write_section
-    from policies.sim.trace import load_trace
-
-    ap = argparse.ArgumentParser(prog="python -m policies.om.deep", description=bench.__doc__)
-    ap.add_argument("--bench", action="store_true", help="run the benchmark and write docs/benchmarks.md")
-    ap.add_argument("--trace", default=str(taxi_trace()))
-    ap.add_argument("--published", default=str(reference_csv("paper_om_tables.csv")))
-    ap.add_argument("--steps", type=int, default=None, help="trace steps for the quality runs (default: all)")
-    ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--calls", type=int, default=10_000, help="step() calls per latency measurement")
-    ap.add_argument(
-        "--sizes",
-        default="3x10",
-        help="latency configurations TYPESxK_MAX, comma separated (e.g. 3x10,10x20)",
-    )
-    ap.add_argument("--no-quality", action="store_true", help="latency only")
-    ap.add_argument("--no-write", action="store_true", help="print, do not write docs/benchmarks.md")
-    args = ap.parse_args(argv)
-    if not args.bench:
-        ap.error("nothing to do: pass --bench")
-    if args.seeds < 1 or args.jobs < 1 or args.calls < 1:
-        ap.error("--seeds, --jobs and --calls must be >= 1")
-    try:
-        sizes = [tuple(int(v) for v in item.split("x")) for item in args.sizes.split(",")]
-        if any(len(sz) != 2 or sz[0] < 1 or sz[1] < 1 for sz in sizes):
-            raise ValueError
-    except ValueError:
-        ap.error(f"--sizes: expected TYPESxK_MAX[,TYPESxK_MAX...], got {args.sizes!r}")
-    rates = load_trace(args.trace, args.calls)
-    lines = ["### Decision latency: `Policy.step()` (the control loop's call)", ""]
-    lines.append(
-        f"{args.calls} consecutive calls on the first {args.calls} Taxi rates, learning included (a training "
-        "step every 5th call), deployment following the proposals; the trivial do-nothing policy is measured "
-        "in the same run."
-    )
-    lines += [
-        "",
-        "| policy | types | K_max | p50 (ms) | p99 (ms) | mean (ms) | p50 / trivial p50 |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for n_res, k_max in sizes:
-        spec = _bench_spec("A", n_res, k_max)
-        trivial = _latency(_DoNothing(spec), rates)
-        t50 = float(np.percentile(trivial, 50))
-        lines.append(
-            f"| do-nothing | {n_res} | {k_max} | {1e3 * t50:.4f} | {1e3 * np.percentile(trivial, 99):.4f} | "
-            f"{1e3 * trivial.mean():.4f} | 1 |"
-        )
-        for name, cls in POLICY_CLASSES.items():
-            lat = _latency(cls(_bench_spec("A", n_res, k_max), seed=0), rates)
-            p50 = float(np.percentile(lat, 50))
-            lines.append(
-                f"| {name} | {n_res} | {k_max} | {1e3 * p50:.3f} | {1e3 * np.percentile(lat, 99):.3f} | "
-                f"{1e3 * lat.mean():.3f} | {p50 / t50:.0f} |"
-            )
-            print(lines[-1], file=sys.stderr)
-    if not args.no_quality:
-        published = _published(args.published, 3, 10)
-        jobs = [
-            (name, infra, 3, 10, seed, args.trace, args.steps)
-            for infra in ("A", "B")
-            for name in POLICY_CLASSES
-            for seed in range(args.seeds)
-        ]
-        t0 = time.perf_counter()
-        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-            results = list(pool.map(_full_run, jobs))
-        wall = time.perf_counter() - t0
-        steps = results[0]["steps"]
-        lines += [
-            "",
-            f"### Quality: Taxi trace ({steps} steps), 3 node types, K_max 10, {args.seeds} seeds "
-            f"(mean, min-max of the average cost)",
-            "",
-            "| infra | policy | avg cost | (min-max) | viol. % | rcf. % | res. ($/h) | published cost | published viol. % / rcf. % / res. | s per run |",
-            "|---|---|---|---|---|---|---|---|---|---|",
-        ]
-        for infra in ("A", "B"):
-            for name in POLICY_CLASSES:
-                rs = [r for r in results if r["infra"] == infra and r["policy"] == name]
-                cost = np.array([r["avg_cost"] for r in rs])
-                pub = published.get((PUBLISHED_NAMES[name], infra), {})
-                lines.append(
-                    f"| {infra} | {name} | {cost.mean():.4f} | ({cost.min():.4f}-{cost.max():.4f}) | "
-                    f"{np.mean([r['violations_pct'] for r in rs]):.2f} | "
-                    f"{np.mean([r['reconfigurations_pct'] for r in rs]):.2f} | "
-                    f"{np.mean([r['avg_resource_cost'] for r in rs]):.2f} | {pub.get('avg_cost', '-')} | "
-                    f"{pub.get('violations_pct', '-')} / {pub.get('reconfigurations_pct', '-')} / "
-                    f"{pub.get('resource_cost', '-')} | {np.mean([r['wall_seconds'] for r in rs]):.0f} |"
-                )
-        lines += [
-            "",
-            f"{len(jobs)} runs in {wall:.0f} s wall with {args.jobs} worker processes.",
-            "",
-            SETUP_NOTES,
-        ]
-    body = "\n".join(lines)
-    command = "python -m policies.om.deep " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
-    if not args.no_write:
-        write_section("deep-rl", body, command.strip())
-    return body
-
-
-if __name__ == "__main__":
-    print(bench())

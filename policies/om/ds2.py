@@ -21,8 +21,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from policies.model import OperatorSpec
 from policies.om.rules import RuleBasedPolicy, check_rate_rule_params
+from policies.operator_model import OperatorSpec
 
 
 class DS2(RuleBasedPolicy):

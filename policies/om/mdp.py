@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from policies.model import OperatorSpec, mg1_max_rate
+from policies.operator_model import OperatorSpec, mg1_max_rate
 
 # ---------------------------------------------------------------------------------------------------------------
 # deployment spaces
@@ -299,7 +299,7 @@ def violation_probabilities(thresholds: np.ndarray, level_rates: list[np.ndarray
 
 def levels_of(rates: np.ndarray, spec: OperatorSpec, levels: Any = None) -> np.ndarray:
     """Rate level of each rate (tuples/s), exactly as :meth:`RateLevels.level`, under ``levels`` (a
-    :class:`policies.model.RateLevels`; default the spec's)."""
+    :class:`policies.operator_model.RateLevels`; default the spec's)."""
     from policies.calibration import initial_levels
 
     rl = levels if levels is not None else initial_levels(spec.rate_levels)

@@ -35,9 +35,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from policies.base import Observation, Policy
-from policies.model import OperatorSpec
 from policies.om import mdp
 from policies.om.model_based import choose_max_types, outside_space_action
+from policies.operator_model import OperatorSpec
 
 TOLERANCE = 1e-9  # value-iteration error bound (max norm)
 

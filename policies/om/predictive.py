@@ -74,9 +74,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from policies.base import JUMP, Observation, Policy
-from policies.model import OperatorSpec
 from policies.om import mdp
 from policies.om.model_based import ModelBased, outside_space_action
+from policies.operator_model import OperatorSpec
 from policies.seasonal import SeasonalForecaster
 
 # ---- hyperparameters (CleanRL style) ----------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from policies.base import Observation, Policy, Proposal
-from policies.model import OperatorSpec
+from policies.operator_model import OperatorSpec
 
 NODE_CHOICES: tuple[str, ...] = ("cheapest", "fastest", "price-performance", "first")
 

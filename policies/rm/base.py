@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from policies.base import decode_state, encode_state
-from policies.model import NodeType
+from policies.operator_model import NodeType
 
 
 def validate_against_defaults(owner: str, defaults: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:

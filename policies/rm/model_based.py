@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from policies.model import NodeType
+from policies.operator_model import NodeType
 from policies.options import defaults as option_defaults
 from policies.rm.base import RegionManager, RegionState, RMProposal
 

@@ -27,9 +27,9 @@ import numpy as np
 
 from policies.am.arbiter import Arbiter, Request
 from policies.am.guard import ViolationBudgetGuard
-from policies.apps import Application
+from policies.app_graphs import Application
 from policies.base import JUMP, Observation, Policy, action_delta
-from policies.model import NodeType
+from policies.operator_model import NodeType
 from policies.sim.operator import _ConfigCache
 
 

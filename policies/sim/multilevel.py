@@ -33,7 +33,7 @@ import numpy as np
 
 from policies.im.global_policy import CheapestFirst, GlobalPolicy, RegionQuota
 from policies.im.infrastructure import Placement, RegionPool
-from policies.model import NodeType
+from policies.operator_model import NodeType
 from policies.rm.base import RegionManager
 from policies.rm.model_based import ModelBasedRM
 from policies.rm.simple import SimpleProvisioning, StaticProvisioning

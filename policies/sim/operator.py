@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from policies.base import JUMP, Observation, Policy, action_delta
-from policies.model import OperatorSpec, QueueModel
+from policies.operator_model import OperatorSpec, QueueModel
 
 
 @dataclass

@@ -14,11 +14,17 @@ from typing import Any
 import numpy as np
 
 from policies.base import Policy
-from policies.model import CostWeights, OperatorSpec, QueueModel, infrastructure, infrastructure_c_max
+from policies.operator_model import (
+    PAPER_MU,
+    CostWeights,
+    OperatorSpec,
+    QueueModel,
+    infrastructure,
+    infrastructure_c_max,
+)
 from policies.registry import load
 from policies.sim.operator import SimResult, run_operator
 
-PAPER_MU = 180.0  # tuples/s on a node of speedup 1
 PAPER_R_MAX_S = 0.050  # seconds
 PAPER_WEIGHTS = CostWeights(perf=0.6, res=0.2, rcf=0.2)
 INFRASTRUCTURES = ("A", "B", "B2")

@@ -3,6 +3,7 @@
 import math
 
 import pytest
+from connector_contract import ConnectorContract, Harness
 
 from connectors.base import Period, ScalingPlan
 from connectors.simulated import (
@@ -96,3 +97,29 @@ def test_unknown_operator_or_type_rejected():
 def test_cycle_rejected():
     with pytest.raises(ValueError, match="cycle"):
         _app(streams=[("src", "split"), ("split", "count"), ("count", "split")])
+
+
+# ---- the connector contract (tests/connectors/connector_contract.py) --------------------------------------------
+
+
+class TestSimulatedConnectorContract(ConnectorContract):
+    @pytest.fixture
+    def harness(self) -> Harness:
+        slots = iter(range(1, 1000))
+        outage = 999_999
+        conn = SimulatedConnector(_app(missing_slots=frozenset({outage})), INITIAL)
+
+        def scaled(current):
+            return ScalingPlan({"split": {"small": current["split"].get("small", 0) + 1, "large": 1}}, 1)
+
+        def unsatisfiable(current):
+            return ScalingPlan({"split": {"no-such-type": 1}}, 1)  # a node type the engine does not have
+
+        return Harness(
+            connector=conn,
+            operators=["split", "count"],
+            complete_period=lambda: conn.monitor.collect(Period(next(slots), 0.0, 60.0)),
+            scaled=scaled,
+            unsatisfiable=unsatisfiable,
+            without_data=lambda: conn.monitor.collect(Period(outage, 0.0, 60.0)),
+        )

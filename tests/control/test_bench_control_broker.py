@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from autoscaler.management.commands.bench_control import bench_producer
+from benchmarks.control.command import bench_producer
 
 
 def test_the_producer_uses_the_broker_option_over_the_environment(monkeypatch):

@@ -11,11 +11,11 @@ from contextlib import contextmanager
 import pytest
 from django.core.management import call_command
 
-from autoscaler.benchloop.report import JSON_KEYS, app_result, recovery
-from autoscaler.benchloop.runner import OWNER, cleanup, run_scenario
-from autoscaler.benchloop.scenarios import SCENARIOS, flash_trace, ramp_trace, step_trace
 from autoscaler.control.models import ApplicationControl, Decision
 from autoscaler.models import Application, Region
+from benchmarks.loop.report import JSON_KEYS, app_result, recovery
+from benchmarks.loop.runner import OWNER, cleanup, run_scenario
+from benchmarks.loop.scenarios import SCENARIOS, flash_trace, ramp_trace, step_trace
 
 pytestmark = pytest.mark.django_db
 

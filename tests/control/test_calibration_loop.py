@@ -10,8 +10,9 @@ from autoscaler.control.am import managed_application
 from autoscaler.control.builders import simulated_pipeline
 from autoscaler.control.calibration import learned_service_times
 from autoscaler.control.models import AgentState, Decision
+from autoscaler.control.om_config import operator_spec
 from autoscaler.control.tick import run_tick
-from autoscaler.control.topology import operator_spec, topology
+from autoscaler.control.topology import topology
 from autoscaler.models import Operator
 from policies import registry
 

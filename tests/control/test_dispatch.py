@@ -6,11 +6,11 @@ import pytest
 
 from autoscaler.celery import app as celery_app
 from autoscaler.control.builders import simulated_pipeline
+from autoscaler.control.connectors import build_connector
 from autoscaler.control.models import ApplicationControl, RegionTick, SimulatedEngine, Tick
 from autoscaler.control.tasks import dispatch
 from autoscaler.control.tick import forget_definitions
 from autoscaler.models import Application
-from connectors.factory import build_connector
 
 pytestmark = pytest.mark.django_db
 

@@ -8,8 +8,9 @@ import pytest
 from autoscaler.control.am import tune
 from autoscaler.control.builders import simulated_pipeline
 from autoscaler.control.models import AgentState, ApplicationControl, Decision
+from autoscaler.control.om_config import operator_spec
 from autoscaler.control.tick import run_tick
-from autoscaler.control.topology import operator_spec, topology
+from autoscaler.control.topology import topology
 from autoscaler.models import Deployment
 from policies import registry
 

@@ -250,7 +250,7 @@ def _apply_pending(app: Application) -> None:
 
 
 def _am_round(app: Application, asks: list[tuple[int, int, int]], slot: int, defer: bool) -> list[tuple]:
-    """The AM part of a tick as ``tick._learn_and_arbitrate`` runs it: read capacity, arbitrate, reserve, record
+    """The AM part of a tick as ``decide.grant`` runs it: read capacity, arbitrate, reserve, record
     the waiting requests; the plan is applied now or (``defer``) by a later action. Returns the waits and
     grants [(kind, node type)]."""
     _apply_pending(app)  # run_tick finishes earlier applying ticks before deciding

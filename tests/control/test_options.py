@@ -10,8 +10,9 @@ from autoscaler import manifests
 from autoscaler.control.am import bo_configuration
 from autoscaler.control.builders import simulated_pipeline
 from autoscaler.control.models import ApplicationControl, Decision
+from autoscaler.control.policy_choice import policy_choice
 from autoscaler.control.tick import forget_definitions, run_tick
-from autoscaler.control.topology import policy_choice, topology
+from autoscaler.control.topology import topology
 from autoscaler.models import Application, Deployment
 from policies import options, registry
 from policies.am.guard import GuardParams, guard_params
@@ -63,8 +64,8 @@ def test_defaults_validate_and_are_the_policy_classes_defaults(level: str, name:
 
 
 def test_the_defaults_are_what_the_am_benchmark_ran_with():
-    """policies/bench_am.py (BUCKET, RESERVE) and the documented command of docs/benchmarks.md's AM sections."""
-    from policies.bench_am import BUCKET, RESERVE
+    """benchmarks/am.py (BUCKET, RESERVE) and the documented command of docs/benchmarks.md's AM sections."""
+    from benchmarks.am import BUCKET, RESERVE
 
     bo = options.defaults("am", "bo")
     assert (bo["bucket_capacity"], bo["scale_in_reserve"]) == (BUCKET, RESERVE) == (3.0, 1.0)

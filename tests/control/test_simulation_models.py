@@ -8,16 +8,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from autoscaler.control.agents import load_policy
 from autoscaler.control.am import simulation_models
 from autoscaler.control.builders import simulated_pipeline
 from autoscaler.control.models import AgentState, ApplicationControl
 from autoscaler.control.rails import effective_rails_data, parse_rails
-from autoscaler.control.tick import load_policy, run_tick
+from autoscaler.control.tick import run_tick
 from autoscaler.control.topology import topology
-from dashboard import monitor_whatif
+from dashboard.monitor import whatif
 from dashboard.tasks import rollup_all
 from policies.engine_model import MicroBatchQueueModel
-from policies.model import QueueModel
+from policies.operator_model import QueueModel
 from tests.policies.test_model_based_engine import A_S, B_S, MicroBatchEngine
 
 pytestmark = pytest.mark.django_db
@@ -33,8 +34,8 @@ def test_the_whatif_replays_an_operator_on_the_engine_model_its_om_fitted():
     topo = topology(app)
     (model,) = simulation_models(app, topo)
     assert type(model) is QueueModel  # the simulated engine reports no micro-batches: no engine model
-    params = monitor_whatif.validate(app, {"policy": "threshold"})[0]
-    on_queue = monitor_whatif.run(app, params)["simulated"]
+    params = whatif.validate(app, {"policy": "threshold"})[0]
+    on_queue = whatif.run(app, params)["simulated"]
 
     # the operator's OM goes through micro-batch periods (as on Spark) and stores what it learned
     op = topo.operators[0]
@@ -56,5 +57,5 @@ def test_the_whatif_replays_an_operator_on_the_engine_model_its_om_fitted():
         B_S, rel=1e-6
     )
     # a batch overhead of 1 s against the pipeline's R_max of 100 ms: every replayed period violates
-    on_engine = monitor_whatif.run(app, params)["simulated"]
+    on_engine = whatif.run(app, params)["simulated"]
     assert on_engine["violationFraction"] == 1.0 > on_queue["violationFraction"]

@@ -194,7 +194,7 @@ def test_metrics_expose_missed_slots_by_reason_and_the_last_tick_age(eager, sett
 
 
 def test_the_dashboard_shows_missed_slots_as_gaps_with_their_reason():
-    from dashboard import monitor_data
+    from dashboard.monitor import chart_data
     from dashboard.tasks import rollup_all
 
     app = simulated_pipeline("dash", n_operators=1, period_s=60.0)
@@ -205,7 +205,7 @@ def test_the_dashboard_shows_missed_slots_as_gaps_with_their_reason():
     for slot in (16, 17):
         run_tick(app.pk, slot)
     rollup_all()  # the beat task dashboard.rollup: the dashboard only reads rollups
-    d = monitor_data.dashboard_data(app, "all")
+    d = chart_data.dashboard_data(app, "all")
     assert d["gaps"] == [[780_000.0, 900_000.0, "worker_down"], [900_000.0, 960_000.0, "database_down"]]
     for key in ("rate", "capacity"):  # the lines stop at the gap instead of crossing it
         points = dict(zip(d[key]["x"], d[key]["y"], strict=True))

@@ -6,10 +6,10 @@ import pytest
 
 from autoscaler.control import aggregates
 from autoscaler.control.builders import simulated_pipeline
+from autoscaler.control.connectors import ConnectorUnavailable, build_connector
 from autoscaler.control.models import AgentState, ApplicationControl, Decision, SimulatedEngine, Tick
 from autoscaler.control.rails import RailsError, parse_rails
 from autoscaler.control.tick import run_tick
-from connectors.factory import ConnectorUnavailable, build_connector
 
 pytestmark = pytest.mark.django_db
 
@@ -79,7 +79,7 @@ def test_agent_state_survives_a_restart_bit_exactly():
     for slot in range(10, 15):
         run_tick(app.pk, slot)
     agent = AgentState.objects.get()
-    from autoscaler.control.tick import load_policy
+    from autoscaler.control.agents import load_policy
     from autoscaler.control.topology import topology
 
     topo = topology(app)

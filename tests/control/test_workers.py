@@ -10,12 +10,12 @@ import time
 
 import pytest
 
+from autoscaler.control.agents import load_policy
 from autoscaler.control.builders import simulated_pipeline
+from autoscaler.control.connectors import build_connector
 from autoscaler.control.models import AgentState, ApplicationControl, Decision, SimulatedEngine, Tick
 from autoscaler.control.rails import parse_rails
-from autoscaler.control.tick import load_policy
 from autoscaler.control.topology import topology
-from connectors.factory import build_connector
 from policies.base import Observation
 
 from .conftest import sender, wait_for

@@ -41,7 +41,7 @@ def test_examples_apply_cleanly_and_idempotently(alice, capsys):
 
 @pytest.mark.django_db
 def test_infrastructure_catalogs_match_policy_model(shared):
-    from policies.model import INFRA_SPEEDUPS
+    from policies.operator_model import INFRA_SPEEDUPS
 
     for key in ("A", "B"):
         rows = m.NodeType.objects.filter(catalog__name=f"infra-{key.lower()}").order_by("position")
@@ -61,8 +61,8 @@ def test_infrastructure_catalogs_match_policy_model(shared):
 )
 def test_paper_application_manifests_match_the_policy_library(alice, manifest_app, library_app):
     """The example manifests of paper 001 Fig. 19 and paper 004 WordCount declare the same operators, edges,
-    service times (ms) and selectivities as the applications the benchmarks simulate (policies/apps.py)."""
-    from policies.apps import application
+    service times (ms) and selectivities as the applications the benchmarks simulate (policies/app_graphs.py)."""
+    from policies.app_graphs import application
 
     call_command("apply", "-f", str(EXAMPLES), "--owner", "alice")
     lib = application(library_app)

@@ -7,13 +7,15 @@ import os
 
 import pytest
 
+#: the bound of a demo that never records complete ticks; the test stops it once it has (conftest.run_demo)
 DEMO_SECONDS = int(os.environ.get("TEST_DEMO_SECONDS", "420"))
 
 pytestmark = pytest.mark.slow
 
 
 def test_demo_runs_spark_under_rl_control_and_stops_everything(run_demo):
-    demo = run_demo([], DEMO_SECONDS, "demo-wordcount")
+    top = ("spark-demo", "wordcount", "top.json")
+    demo = run_demo([], DEMO_SECONDS, "demo-wordcount", ready=lambda var: var.joinpath(*top).is_file())
     assert "demo: Spark master spark://127.0.0.1:" in demo.output
     for name, _outcome, obs in demo.decisions:
         assert name in ("splitter", "counter")
@@ -23,5 +25,5 @@ def test_demo_runs_spark_under_rl_control_and_stops_everything(run_demo):
     # the running SLO summary line: violations and reconfigurations against the budgets, cost
     slo = [line for line in demo.output.splitlines() if line.startswith("SLO demo-wordcount: ")]
     assert slo and "eta_V 5.0 %" in slo[-1] and "$/h" in slo[-1], demo.output[-2000:]
-    assert (demo.var / "spark-demo" / "wordcount" / "top.json").is_file()  # the pipeline produced its output
+    assert demo.var.joinpath(*top).is_file()  # the pipeline produced its output
     assert not demo.leftover, "processes survived the demo:\n" + "\n".join(demo.leftover)

@@ -51,7 +51,7 @@ def test_a_wrong_token_is_retried_not_dropped(live_server, spark_app):
 
 def test_the_bench_stub_takes_only_its_ingest_token():
     """The bench harness's stand-in for the control plane checks the token like the real endpoints."""
-    from connectors.spark.bench.ingest_stub import IngestStub, new_token
+    from benchmarks.spark.ingest_stub import IngestStub, new_token
 
     stub = IngestStub(token=new_token()).start()
     try:

@@ -99,9 +99,9 @@ def test_every_edge_value_is_stored_and_read_back(spark_app, alice, monkeypatch)
     assert (a.executors, a.downtime_s, len(a.error)) == (INT32_MAX, MAX_SECONDS, 10_000)
 
 
-@pytest.mark.parametrize(
-    ("raw", "loc"),
-    [
+#: (raw body, the field named); their test ids are their positions and fields (the bodies hold the collection
+#: time, which would differ between pytest-xdist workers)
+EDGE_CASES = [
         (json.dumps({"progress": [item(batchId=INT64_MAX + 1)]}), "progress[0].batchId"),
         (json.dumps({"progress": [item(batchId=-1)]}), "progress[0].batchId"),
         (json.dumps({"progress": [item(inputRowsPerSecond=MAX_RATE * 10)]}), "progress[0].inputRowsPerSecond"),
@@ -127,8 +127,12 @@ def test_every_edge_value_is_stored_and_read_back(spark_app, alice, monkeypatch)
         (json.dumps({"driver": {"executors": INT32_MAX + 1}}), "driver.executors"),
         (json.dumps({"dropped": INT64_MAX + 1}), "dropped"),
         (json.dumps({"progress": [item(deep=json.loads("[" * 40 + "]" * 40))]}), "progress[0].deep"),
-    ],
-)  # fmt: skip
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("raw", "loc"), EDGE_CASES, ids=[f"{i:02d}-{loc}" for i, (_, loc) in enumerate(EDGE_CASES)]
+)
 def test_values_past_an_edge_are_rejected_by_name(spark_app, alice, raw, loc):
     r = token_client(alice).post(f"{URL}/progress", raw, content_type="application/json")
     assert r.status_code == 400, r.content[:300]

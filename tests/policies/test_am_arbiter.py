@@ -213,3 +213,25 @@ def test_a_batch_waits_when_a_batch_mate_lost_the_last_node_to_it() -> None:
     assert d[0].granted and not d[1].granted and not d[2].granted
     urgent = [Request(0, np.array([0, 6]), add_a2, True, 0.9), *reqs[1:]]
     assert arbiter(True).arbitrate(urgent)[0].granted  # a violation ends the wait
+
+
+def test_a_removal_that_makes_room_for_a_scale_out_is_arbitrated_as_a_scale_out() -> None:
+    """A staged node-type swap's break-before-make step (``for_scale_out``) removes a replica only so that the
+    region can acquire a node of the awaited type: no scale-in reserve holds it, nor a violating batch-mate."""
+    arb = Arbiter(eta_r=0.5, bucket_capacity=3.0, scale_in_reserve=1.0)
+    arb.bucket.tokens = 1.0  # 1.5 after the refill: a plain scale-in waits for 2
+    plain, staged = req(0, [3], REMOVE), req(0, [3], REMOVE)
+    staged.for_scale_out = True
+    (d,) = arb.arbitrate([plain])
+    assert not d.granted and "scale-in deferred" in d.reason
+    arb.bucket.tokens = 1.0
+    (d,) = arb.arbitrate([staged])
+    assert d.granted and arb.bucket.tokens == pytest.approx(0.5)
+    held = Arbiter(eta_r=0.5, bucket_capacity=3.0, batching=True, hold_scale_ins=True)
+    other = req(1, [2], 0, violated=True)
+    (d, _) = held.arbitrate([req(0, [3], REMOVE), other])
+    assert not d.granted and "scale-in held" in d.reason
+    staged = req(0, [3], REMOVE)
+    staged.for_scale_out = True
+    (d, _) = held.arbitrate([staged, other])
+    assert d.granted

@@ -11,9 +11,9 @@ from policies.am.arbiter import Arbiter
 from policies.am.bo import BayesianAM, Observations, fit_queue_model
 from policies.am.centralized import CentralizedAM
 from policies.am.naive import AMConfiguration
-from policies.apps import application
+from policies.app_graphs import application
 from policies.base import Observation, Policy, apply_action, feasible_actions
-from policies.model import CostWeights, OperatorSpec, infrastructure
+from policies.operator_model import CostWeights, OperatorSpec, infrastructure
 from policies.sim.application import simulate_application
 
 NT = infrastructure("A", 1)
@@ -656,7 +656,7 @@ def test_a_validation_load_below_one_does_not_loosen_the_evidence_threshold() ->
 def test_bench_am_rejects_a_bad_evidence_warmup_naming_the_option(
     argv: list[str], message: str, capsys
 ) -> None:  # noqa: ANN001
-    from policies.bench_am import main_am
+    from benchmarks.am import main_am
 
     with pytest.raises(SystemExit) as err:
         main_am(["--obs-steps", "3000", "--no-write", *argv])
@@ -668,10 +668,10 @@ def bench_reference_run(app, trace: np.ndarray, om: str, guard=None, bucket=None
     """The naive configuration run as the bench documents it: token bucket of BUCKET tokens with RESERVE kept for
     scale-outs (and, with a guard, scale-ins held while an operator violates); ``bucket``: (capacity, reserve)
     instead."""
+    from benchmarks.am import BUCKET, RESERVE
     from policies.am.bo import om_factory_from_registry
     from policies.am.guard import ViolationBudgetGuard
     from policies.am.naive import NaiveAM
-    from policies.bench_am import BUCKET, RESERVE
 
     naive = NaiveAM(
         app,
@@ -690,8 +690,8 @@ def bench_reference_run(app, trace: np.ndarray, om: str, guard=None, bucket=None
 
 
 def test_bench_am_runs_every_configuration_under_the_documented_token_bucket_and_guard() -> None:
+    from benchmarks.am import run_config
     from policies.am.guard import GuardParams
-    from policies.bench_am import run_config
 
     app = application("A")
     trace = observations(app, 400).rates * 2.0
@@ -711,7 +711,7 @@ def test_bench_am_runs_every_configuration_under_the_documented_token_bucket_and
 
 
 def test_bench_am_evidence_leaves_out_the_warmup_periods() -> None:
-    from policies.bench_am import run_config
+    from benchmarks.am import run_config
 
     app = application("A")
     trace = observations(app, 400).rates * 2.0  # up to 500 tuples/s: the OMs must scale out and violate early
@@ -733,7 +733,7 @@ def test_bench_am_evidence_leaves_out_the_warmup_periods() -> None:
 def test_bench_am_reports_the_evidence_against_the_thresholds_bo_used(eta_v: float, eta_r: float) -> None:
     import argparse
 
-    from policies.bench_am import run_setting
+    from benchmarks.am import run_setting
 
     args = argparse.Namespace(
         seed=1, n_bo=3, rounds=1, timeout=60.0, margin=0.5, margin_r=None, replications=1, validation=1,

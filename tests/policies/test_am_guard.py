@@ -9,8 +9,8 @@ from policies.am.arbiter import Arbiter, Request
 from policies.am.bo import BayesianAM
 from policies.am.guard import GuardParams, ViolationBudgetGuard
 from policies.am.naive import NaiveAM
-from policies.apps import application
-from policies.model import CostWeights
+from policies.app_graphs import application
+from policies.operator_model import CostWeights
 from policies.sim.application import simulate_application
 from tests.policies.test_am_bo import NT, OneStepLookahead, factory, observations
 

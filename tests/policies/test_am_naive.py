@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from policies.am.naive import EQUAL_WEIGHTS, NaiveAM, fill_paths, naive_bounds
-from policies.apps import Application, OperatorDef, application
-from policies.model import infrastructure
+from policies.app_graphs import Application, OperatorDef, application
+from policies.operator_model import infrastructure
 
 R = 0.040
 

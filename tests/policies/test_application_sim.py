@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from policies.am.arbiter import Arbiter
-from policies.apps import application
+from policies.app_graphs import application
 from policies.base import Observation, Policy
-from policies.model import infrastructure
+from policies.operator_model import infrastructure
 from policies.sim.application import simulate_application
 
 NT = infrastructure("A", 1)
@@ -124,7 +124,7 @@ def test_requires_exactly_one_controller() -> None:
 
 def test_am_hook_reconfigures_the_running_oms_at_run_time() -> None:
     from policies.am.naive import AMConfiguration
-    from policies.model import CostWeights
+    from policies.operator_model import CostWeights
 
     app = application("A")
     oms = oms_for(app, [[]] * 3)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from policies.bench_multilevel import METRICS, TUNING_STEPS, configurations, render
+from benchmarks.multilevel import METRICS, TUNING_STEPS, configurations, render
 
 
 def _results(held: bool) -> list[dict]:

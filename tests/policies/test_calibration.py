@@ -10,11 +10,11 @@ import pytest
 
 from policies import calibration
 from policies.base import Observation, apply_action, decode_state, encode_state
-from policies.model import OperatorSpec, QueueModel, RateLevels, infrastructure
 from policies.om.deep import DeepQLearningPDSPlus
 from policies.om.model_based import ModelBased
 from policies.om.offline import OfflineOptimum
 from policies.om.qlearning import QLearning, QLearningPDS, QLearningPDSPlus
+from policies.operator_model import OperatorSpec, QueueModel, RateLevels, infrastructure
 from policies.paths import taxi_trace
 from policies.sim.operator import run_operator
 from policies.sim.scenario import run_paper
@@ -231,7 +231,7 @@ def test_deep_and_dp_follow_the_range() -> None:
 def test_bo_simulations_use_self_calibrating_oms(self_calibrating: bool) -> None:
     """The AM's simulated OMs grow their range and learn the fitted service time like the control loop's OMs."""
     from policies.am.bo import BayesianAM, Observations, fit_queue_model
-    from policies.apps import application
+    from policies.app_graphs import application
 
     built: list[QLearningPDSPlus] = []
 

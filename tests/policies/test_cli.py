@@ -1,4 +1,4 @@
-"""The command lines ``python -m policies.simulate`` and ``python -m policies.bench``, run as real processes."""
+"""The command lines ``python -m policies.simulate`` and ``python -m benchmarks``, run as real processes."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from policies.bench import render_tables
+from benchmarks.paper_tables import render_tables
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -143,7 +143,7 @@ def test_bench_paper_tables_smoke(python, taxi_head, tmp_path):
     out = tmp_path / "bench.md"
     proc = _run(
         python,
-        "policies.bench",
+        "benchmarks",
         "paper-tables",
         "--trace",
         str(trace),
@@ -165,7 +165,7 @@ def test_bench_paper_tables_smoke(python, taxi_head, tmp_path):
     assert proc.returncode == 0, proc.stderr
     text = out.read_text()
     assert "<!-- BEGIN paper-tables -->" in text and "<!-- END paper-tables -->" in text
-    assert "Command: `python -m policies.bench paper-tables --trace" in text
+    assert "Command: `python -m benchmarks paper-tables --trace" in text
     main, type0 = text.split("#### Type-0 start.")
     rows = [line for line in main.splitlines() if line.startswith("| 3 | ")]
     names = [r.split("|")[2].strip() for r in rows]
@@ -185,7 +185,7 @@ def test_bench_decision_latency_smoke(python, taxi_head, tmp_path):
     out = tmp_path / "bench.md"
     proc = _run(
         python,
-        "policies.bench",
+        "benchmarks",
         "decision-latency",
         "--trace",
         str(taxi_head),
@@ -206,22 +206,42 @@ def test_bench_decision_latency_smoke(python, taxi_head, tmp_path):
 
 
 def test_bench_bad_arguments(python, tmp_path):
-    _assert_usage_error(_run(python, "policies.bench", "tables"), "subcommand: expected one of")
+    _assert_usage_error(_run(python, "benchmarks", "tables"), "benchmark: expected one of")
     _assert_usage_error(
-        _run(
-            python, "policies.bench", "paper-tables", "--policies", "nope", "--output", str(tmp_path / "x.md")
-        ),
+        _run(python, "benchmarks", "paper-tables", "--policies", "nope", "--output", str(tmp_path / "x.md")),
         "--policies: unknown policy 'nope'",
     )
     _assert_usage_error(
-        _run(python, "policies.bench", "paper-tables", "--trace", str(tmp_path / "missing.txt")), "--trace"
+        _run(python, "benchmarks", "paper-tables", "--trace", str(tmp_path / "missing.txt")), "--trace"
     )
-    _assert_usage_error(
-        _run(python, "policies.bench", "paper-tables", "--k-max", "0"), "--k-max: 0 out of range"
-    )
+    _assert_usage_error(_run(python, "benchmarks", "paper-tables", "--k-max", "0"), "--k-max: 0 out of range")
     assert not (tmp_path / "x.md").exists()
 
 
 def test_unavailable_policies_are_reported():
     text = render_tables({}, {"ql": "ImportError: not yet"}, ["ql"], ["A"], [3], [10], "taxi", {})
     assert "| 3 | ql | not available |" in text
+
+
+def test_benchmarks_list_names_every_benchmark_of_the_registry(python):
+    import benchmarks
+
+    proc = _run(python, "benchmarks", "--list")
+    assert proc.returncode == 0, proc.stderr
+    names = [line.split()[0] for line in proc.stdout.splitlines()]
+    assert names == [b.name for b in benchmarks.BENCHMARKS]
+    assert {"paper-tables", "ql-family", "deep-rl", "model-based", "loop", "spark", "flink"} <= set(names)
+
+
+def test_every_benchmark_of_the_registry_resolves_to_its_entry_point():
+    import benchmarks
+    from benchmarks import _load
+
+    for bench in benchmarks.BENCHMARKS:
+        target = _load(bench.target)
+        assert callable(target), bench.name
+        if bench.django:  # the manage.py command is a thin wrapper of the same class
+            import importlib
+
+            wrapper = importlib.import_module(f"autoscaler.management.commands.{bench.command}")
+            assert wrapper.Command is target, bench.name

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from policies.base import Observation, describe_action, feasible_actions
-from policies.model import CostWeights, OperatorSpec, infrastructure, infrastructure_c_max
 from policies.om.deep import (
     DeepQLearning,
     DeepQLearningPDS,
@@ -17,6 +16,7 @@ from policies.om.deep import (
     StateEncoder,
     feasible_mask,
 )
+from policies.operator_model import CostWeights, OperatorSpec, infrastructure, infrastructure_c_max
 from policies.registry import load
 from policies.sim.operator import run_operator
 

@@ -8,11 +8,11 @@ import math
 import numpy as np
 import pytest
 
-from policies.apps import Application, OperatorDef
+from policies.app_graphs import Application, OperatorDef
 from policies.base import Policy
 from policies.engine_model import MicroBatchQueueModel
-from policies.model import NodeType, QueueModel
 from policies.om.model_based import ModelBased
+from policies.operator_model import NodeType, QueueModel
 from policies.sim.application import simulate_application
 from tests.policies.test_model_based_engine import (
     A_S,

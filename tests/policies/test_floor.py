@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from policies.floor import deployment_states, neighbours, operator_floor, response_times
-from policies.model import QueueModel
+from policies.operator_model import QueueModel
 
 MD1 = QueueModel(0.1, 0.0, kind="md1")
 ONE = dict(speedups=np.array([1.0]), prices_per_hour=np.array([1.0]), period_s=3600.0, r_max_s=0.2)

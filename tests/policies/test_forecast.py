@@ -7,8 +7,8 @@ import numpy as np
 
 from policies.base import JUMP, Observation
 from policies.forecast import LeadTime, RateTrend, planned_rate
-from policies.model import CostWeights, NodeType, OperatorSpec, QueueModel
 from policies.om.model_based import ModelBased
+from policies.operator_model import CostWeights, NodeType, OperatorSpec, QueueModel
 
 TYPES = (NodeType("A1", 1.0, 1.0), NodeType("A2", 0.7, 0.7), NodeType("A3", 1.3, 1.3))
 TRUE = QueueModel(0.005, 0.005**2 / 2)  # 5 ms per tuple on a speed-1 node: 200 tuples/s per A1 replica

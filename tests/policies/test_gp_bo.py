@@ -9,7 +9,7 @@ import pytest
 
 from policies.am.bayesopt import PathSumDomain, SimplexDomain, minimize_constrained
 from policies.am.gp import GaussianProcess, expected_improvement, matern52
-from policies.apps import application
+from policies.app_graphs import application
 
 
 def m52(d: float) -> float:

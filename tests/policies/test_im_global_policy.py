@@ -8,7 +8,7 @@ import pytest
 
 from policies.im.global_policy import CheapestFirst, RegionPreference, RegionQuota
 from policies.im.infrastructure import Placement, RegionPool
-from policies.model import NodeType
+from policies.operator_model import NodeType
 from policies.rm.base import RegionState, RMProposal
 
 CHEAP = NodeType("cheap", 1.0, 0.5, cores=2)  # 0.25 $/h per slot

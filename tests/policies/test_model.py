@@ -1,4 +1,4 @@
-"""The queueing formulas of policies.model pinned to values computed by hand (mu = 180 tuples/s, S = 1/180 s,
+"""The queueing formulas of policies.operator_model pinned to values computed by hand (mu = 180 tuples/s, S = 1/180 s,
 Var = S^2 / 2 unless stated)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from policies.model import (
+from policies.operator_model import (
     CostWeights,
     OperatorSpec,
     QueueModel,

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from policies.base import Observation, apply_action
-from policies.model import CostWeights, NodeType, OperatorSpec, QueueModel, RateLevels, infrastructure
 from policies.om import mdp
 from policies.om.model_based import (
     CAPACITY_FIT_MIN_PERIODS,
@@ -17,6 +16,14 @@ from policies.om.model_based import (
     monotone_majorant,
     per_replica_bounds,
     queueing_variability,
+)
+from policies.operator_model import (
+    CostWeights,
+    NodeType,
+    OperatorSpec,
+    QueueModel,
+    RateLevels,
+    infrastructure,
 )
 from policies.sim.operator import run_operator
 from policies.sim.scenario import paper_spec
@@ -294,8 +301,8 @@ def test_per_replica_bounds_are_monotone_in_speed_and_stay_in_the_bracket() -> N
 
 
 def test_level_exceedance_of_uniform_rates_is_linear_inside_the_level() -> None:
-    from policies.model import RateLevels
     from policies.om.model_based import HIST_BINS_PER_LEVEL, TOP_SPAN_LEVELS
+    from policies.operator_model import RateLevels
 
     levels = RateLevels(30, 650.0)
     hist = np.zeros(HIST_BINS_PER_LEVEL * (levels.n - 1 + TOP_SPAN_LEVELS))
@@ -315,8 +322,8 @@ def test_level_exceedance_of_uniform_rates_is_linear_inside_the_level() -> None:
 
 
 def test_level_exceedance_of_some_levels_gives_exactly_those_columns_of_the_full_result() -> None:
-    from policies.model import RateLevels
     from policies.om.model_based import HIST_BINS_PER_LEVEL, TOP_SPAN_LEVELS
+    from policies.operator_model import RateLevels
 
     levels = RateLevels(30, 650.0)
     rng = np.random.default_rng(5)
@@ -502,6 +509,37 @@ def test_capacity_estimate_is_durable_and_old_states_load_without_it() -> None:
     older = ModelBased(spec, {"capacity_bound": True})
     older._set_state(meta, arrays)
     assert not older.cap_stats.any() and not older.delay_stats.any()
+
+
+@pytest.mark.parametrize(
+    "params",
+    [{"capacity_bound": True}, {"capacity_bound": True, "multi_step": True, "trend_periods": 3}],
+    ids=["capacity", "trend"],
+)
+def test_an_overloaded_operator_adds_capacity_even_when_no_deployment_is_expected_to_carry_the_rate(
+    params: dict,
+) -> None:
+    """1 replica learned to carry ~15 tuples/s (bounds ~15/31/46 for 1/2/3 replicas, K_max 3), then a step to 80
+    tuples/s that violates, busy all the period: every deployment is expected to violate, so staying put looks
+    cheapest (no reconfiguration bought for nothing) -- but the backlog grows fastest there. Under a measured
+    overload the OM adds capacity (an untrained Spark OM stayed at 1 executor for a period at 78 tuples/s)."""
+    spec = OperatorSpec(
+        node_types=(NodeType("n", 1.0, 1.0),), k_max=3, r_max_s=10.0, model_mode="learn", rate_levels=None
+    )
+    policy = ModelBased(spec, params)
+    one = np.array([1])
+    for rate in (8.0, 10.0, 10.0, 10.0):
+        policy.step(Observation(one, rate, response_time_s=3.0, utilisation=0.5))
+    assert (
+        policy._thresholds is not None and policy._thresholds[-1] < 80.0
+    )  # K_max is not expected to carry it
+    proposal = policy.step(Observation(one, 80.0, response_time_s=12.0, utilisation=1.0))
+    assert proposal.deployment.tolist() == [2], proposal.explanation
+    # a quiet period at the same deployment: no overload, the model's choice stands (nothing forced)
+    calm = ModelBased(spec, params)
+    for rate in (8.0, 10.0, 10.0, 10.0, 10.0):
+        calm_proposal = calm.step(Observation(one, rate, response_time_s=3.0, utilisation=0.5))
+    assert calm_proposal.deployment.tolist() == [1], calm_proposal.explanation
 
 
 def test_capacity_bound_must_be_a_boolean() -> None:

@@ -9,8 +9,8 @@ import pytest
 
 from policies.base import JUMP, Observation
 from policies.engine_model import effective_parallelism
-from policies.model import NodeType, OperatorSpec, RateLevels
 from policies.om.model_based import ModelBased
+from policies.operator_model import NodeType, OperatorSpec, RateLevels
 
 A_S, B_S = (
     1.0,

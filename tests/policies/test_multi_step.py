@@ -7,8 +7,8 @@ import pytest
 
 from policies.am.arbiter import Arbiter, Request
 from policies.base import JUMP, Observation, deployment_change, describe_action
-from policies.model import CostWeights, NodeType, OperatorSpec, QueueModel
 from policies.om.model_based import ModelBased, per_replica_bounds
+from policies.operator_model import CostWeights, NodeType, OperatorSpec, QueueModel
 from policies.sim.operator import run_operator
 from policies.sim.trace import load_trace
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from benchmarks.predictive import flash_shape, noisy, step_shape, weekly_shape
 from policies.base import Observation
-from policies.bench_predictive import flash_shape, noisy, step_shape, weekly_shape
 from policies.om import mdp
 from policies.om.model_based import speed_scaled_brackets
 from policies.om.predictive import Predictive, recoup_periods, stage_edges, stage_points, stage_spans

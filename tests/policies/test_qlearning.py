@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from policies.base import Observation, Policy, apply_action, decode_state, feasible_actions
-from policies.model import CostWeights, OperatorSpec, infrastructure
 from policies.om.qlearning import QLearning, QLearningPDS, QLearningPDSPlus
+from policies.operator_model import CostWeights, OperatorSpec, infrastructure
 from policies.registry import load
 
 CLASSES = [QLearning, QLearningPDS, QLearningPDSPlus]

@@ -8,7 +8,7 @@ import pytest
 
 from policies.im.global_policy import CheapestFirst, RegionQuota
 from policies.im.infrastructure import Placement, RegionPool
-from policies.model import NodeType
+from policies.operator_model import NodeType
 from policies.rm.base import RegionState
 from policies.rm.model_based import ModelBasedRM, project_monotone
 from policies.rm.simple import SimpleProvisioning

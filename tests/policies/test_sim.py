@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from policies.base import Policy, feasible_actions
-from policies.model import QueueModel
+from policies.operator_model import QueueModel
 from policies.sim.operator import run_operator
 from policies.sim.scenario import initial_deployment, paper_spec, run_paper
 from policies.sim.trace import load_trace

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from policies.base import apply_action, feasible_actions
-from policies.model import OperatorSpec, infrastructure
 from policies.om.tabular import DeploymentIndex
+from policies.operator_model import OperatorSpec, infrastructure
 
 
 def _index(n_res: int = 3, k_max: int = 4) -> tuple[DeploymentIndex, OperatorSpec]:

@@ -133,12 +133,12 @@ def test_dp_still_names_the_discounted_policy():
 
 
 def test_paper_tables_report_every_policy_against_the_clairvoyant_bound(taxi_head, tmp_path, capsys):
-    from policies import bench
+    import benchmarks
 
     out = tmp_path / "bench.md"
     argv = ["paper-tables", "--trace", str(taxi_head), "--steps", "800", "--seeds", "1", "--jobs", "1"]
     argv += ["--policies", "threshold,hpa,dp,dp-average,clairvoyant", "--node-types", "3", "--k-max", "10"]
-    assert bench.main([*argv, "--output", str(out)]) == 0
+    assert benchmarks.main([*argv, "--output", str(out)]) == 0
     text = out.read_text()
     block = text.split("#### Ratio to the clairvoyant bound")[1].split("####")[0]
     rows = {r.split("|")[1].strip(): r.split("|")[2:-1] for r in block.splitlines() if r.startswith("| ")}

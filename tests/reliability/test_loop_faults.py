@@ -20,11 +20,12 @@ from django.db import connection
 from django.test import Client
 
 from autoscaler.control.builders import simulated_pipeline
+from autoscaler.control.connectors import build_connector
+from autoscaler.control.locks import LOCK_NAMESPACE
 from autoscaler.control.models import ApplicationControl, SimulatedEngine, Tick
 from autoscaler.control.slots import Reason
-from autoscaler.control.tick import LOCK_NAMESPACE, slot_of
+from autoscaler.control.tick import slot_of
 from autoscaler.models import Application
-from connectors.factory import build_connector
 
 from .conftest import Rig, wait_until
 from .ledger import Audit, audit

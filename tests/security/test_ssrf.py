@@ -25,10 +25,10 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from autoscaler import manifests
+from autoscaler.control.connectors import build_connector
 from autoscaler.control.tick import forget_definitions, run_tick
 from autoscaler.models import Application, Region
 from connectors.base import ScalingPlan
-from connectors.factory import build_connector
 from connectors.refused import RefusedConnector
 
 pytestmark = pytest.mark.django_db

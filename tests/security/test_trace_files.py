@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
+from autoscaler.control.simulated_engine import load_trace_rates
 from autoscaler.models import Application
-from connectors.factory import load_trace_rates
 from connectors.traces import TraceNotAllowed, read_rates, resolve_trace
 
 from .test_ssrf import api_for, app, locs, pool  # noqa: F401 (pool: the staff-declared region, used below)

@@ -11,7 +11,7 @@ import pytest
 
 from autoscaler.control.builders import simulated_pipeline
 from autoscaler.control.models import Decision, Tick
-from dashboard.decision_query import first_slot
+from dashboard.monitor.decision_query import first_slot
 
 pytestmark = pytest.mark.django_db
 

@@ -9,10 +9,10 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from autoscaler.schemas import FieldError
-from dashboard.forms_application import ApplicationEditor, slo_sentences
-from dashboard.forms_common import ErrorRouter, RowList
-from dashboard.views.manage_fleet import fleet_rows
-from dashboard.views.manage_status import budget_status
+from dashboard.manage.forms.application import ApplicationEditor, slo_sentences
+from dashboard.manage.forms.common import ErrorRouter, RowList
+from dashboard.manage.status import budget_status
+from dashboard.manage.views.fleet import fleet_rows
 
 from .test_manage_views import app_post, field_errors
 

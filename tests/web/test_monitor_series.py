@@ -1,12 +1,12 @@
-"""Server-side downsampling (dashboard.series) and the agent inspection helpers (policies.inspect)."""
+"""Server-side downsampling (dashboard.monitor.series) and the agent inspection helpers (policies.agent_inspection)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from dashboard import series
-from policies import inspect
+from dashboard.monitor import series
+from policies import agent_inspection
 
 
 def noisy(n: int = 50_000, seed: int = 3) -> tuple[np.ndarray, np.ndarray]:
@@ -145,15 +145,15 @@ def test_runs_make_intervals_and_merge_to_a_budget():
 
 def test_learning_curve_is_the_cumulative_average_skipping_nan():
     c = np.array([np.nan, 1.0, 0.0, np.nan, 0.5])
-    out = inspect.learning_curve(c)
+    out = agent_inspection.learning_curve(c)
     assert np.isnan(out[0])
     assert np.allclose(out[1:], [1.0, 0.5, 0.5, 0.5])
 
 
 def test_greedy_map_matches_the_policys_own_greedy_choice():
-    from policies.apps import app_a_pipeline
-    from policies.model import INFRA_SPEEDUPS, NodeType
+    from policies.app_graphs import app_a_pipeline
     from policies.om.qlearning import QLearningPDSPlus
+    from policies.operator_model import INFRA_SPEEDUPS, NodeType
 
     types = tuple(NodeType(f"A{i + 1}", s, s) for i, s in enumerate(INFRA_SPEEDUPS["A"][:3]))
     spec = app_a_pipeline().operator_spec(0, types)
@@ -165,7 +165,7 @@ def test_greedy_map_matches_the_policys_own_greedy_choice():
         from policies.base import apply_action
 
         k = apply_action(k, a)
-    m = inspect.greedy_map(policy)
+    m = agent_inspection.greedy_map(policy)
     assert m["policy"] == "ql-pds-plus" and m["steps"] == policy.t
     assert len(m["labels"]) == len(m["deployments"]) > 1
     assert len(m["action"][0]) == len(m["levels"]) == policy.n_levels
@@ -177,10 +177,10 @@ def test_greedy_map_matches_the_policys_own_greedy_choice():
 
 
 def test_greedy_map_rejects_rule_based_policies():
-    from policies.apps import app_a_pipeline
-    from policies.model import NodeType
+    from policies.app_graphs import app_a_pipeline
     from policies.om.threshold import ThresholdCheapest
+    from policies.operator_model import NodeType
 
     spec = app_a_pipeline().operator_spec(0, (NodeType("A1", 1.0, 1.0),))
     with pytest.raises(ValueError, match="not tabular"):
-        inspect.greedy_map(ThresholdCheapest(spec))
+        agent_inspection.greedy_map(ThresholdCheapest(spec))

@@ -13,8 +13,8 @@ from django.db.models import Sum
 from autoscaler.control.builders import simulated_pipeline
 from autoscaler.control.models import Decision, Tick
 from autoscaler.control.tick import run_tick
-from dashboard import monitor_rollup, monitor_whatif
 from dashboard.models import SeriesChunk, WhatIfRun
+from dashboard.monitor import rollup, whatif
 from dashboard.tasks import execute, rollup_all
 
 pytestmark = pytest.mark.django_db
@@ -72,11 +72,11 @@ def test_pages_need_a_login_and_other_owners_get_404(recorded, alice_client, bob
 
 def test_rollup_matches_the_ledger_and_catches_up_incrementally(recorded, monkeypatch):
     SeriesChunk.objects.filter(application=recorded).delete()
-    monkeypatch.setattr(monitor_rollup, "BATCH_TICKS", 7)  # several batches, the last one partial
-    assert monitor_rollup.catch_up(recorded, max_ticks=25) == 25  # a task run rolls up a bounded part
-    assert monitor_rollup.catch_up(recorded) == TICKS - 25
-    assert monitor_rollup.catch_up(recorded) == 0  # idempotent
-    frame = monitor_rollup.load(recorded)
+    monkeypatch.setattr(rollup, "BATCH_TICKS", 7)  # several batches, the last one partial
+    assert rollup.catch_up(recorded, max_ticks=25) == 25  # a task run rolls up a bounded part
+    assert rollup.catch_up(recorded) == TICKS - 25
+    assert rollup.catch_up(recorded) == 0  # idempotent
+    frame = rollup.load(recorded)
     assert len(frame) == TICKS
     slots = list(Tick.objects.filter(application=recorded).order_by("slot").values_list("slot", flat=True))
     assert np.array_equal(frame.times, np.array(slots) * 60.0)
@@ -90,8 +90,8 @@ def test_rollup_matches_the_ledger_and_catches_up_incrementally(recorded, monkey
         assert frame.col(f"replicas:op0:{t}")[-1] == last.deployment.get(t, 0)
     # more ticks: only they are added
     drive(recorded, 5, BASE_SLOT + TICKS)
-    assert monitor_rollup.catch_up(recorded) == 5
-    assert len(monitor_rollup.load(recorded)) == TICKS + 5
+    assert rollup.catch_up(recorded) == 5
+    assert len(rollup.load(recorded)) == TICKS + 5
     assert SeriesChunk.objects.filter(application=recorded).count() == 1
 
 
@@ -102,7 +102,17 @@ def test_dashboard_json_series_are_downsampled_and_consistent(recorded, alice_cl
     assert d["rows"] == TICKS and d["rMaxMs"] == 100.0 and not d["empty"]
     for key in ("rate", "capacity", "rt"):
         assert len(d[key]["x"]) == len(d[key]["y"]) == TICKS
-    assert len(d["cost"]["types"]) == 3
+    # every type of the catalog is named (stable colours); only those the decisions paid for are stacked. Which
+    # types an exploring agent used depends on its seed (the operator's primary key, which a PostgreSQL
+    # sequence does not reset between tests), so the expectation comes from the recorded decisions.
+    assert d["nodeTypes"] == ["A1", "A2", "A3"]
+    paid = {
+        t
+        for dep in Decision.objects.filter(application=recorded).values_list("deployment", flat=True)
+        for t, k in dep.items()
+        if k > 0
+    }
+    assert d["cost"]["types"] == [t for t in d["nodeTypes"] if t in paid] and paid
     ops = {s["operator"] for s in d["replicas"]["series"]}
     assert ops == {"op0", "op1"}
     # at most `points` points per series, and the peak input rate survives the reduction
@@ -112,7 +122,7 @@ def test_dashboard_json_series_are_downsampled_and_consistent(recorded, alice_cl
     assert len(small["burn"]["x"]) <= 20 and len(small["replicas"]["x"]) <= 20
     assert max(small["rate"]["y"]) == max(d["rate"]["y"])
     # the burn-down ends at the violated / reconfigured fractions of the whole range
-    frame = monitor_rollup.load(recorded)
+    frame = rollup.load(recorded)
     assert math.isclose(d["burn"]["violation"][-1], float(np.nanmean(frame.col("violated"))), rel_tol=1e-3)
     assert math.isclose(
         d["burn"]["reconfiguration"][-1], float(frame.col("reconfigured").mean()), rel_tol=1e-3
@@ -129,7 +139,7 @@ def test_dashboard_json_series_are_downsampled_and_consistent(recorded, alice_cl
         dec = by_id[e["id"]]
         assert e["reason"] == dec.reason and e["reason"]
         expl = dec.proposal["explanation"]
-        assert e["explored"] == monitor_rollup.explored(expl.get("action", ""), expl.get("alternatives"))
+        assert e["explored"] == rollup.explored(expl.get("action", ""), expl.get("alternatives"))
     # a zoomed window returns only its rows
     t0, t1 = d["rate"]["x"][10], d["rate"]["x"][19]
     z = alice_client.get(f"/applications/rec/data.json?start={t0}&end={t1}").json()
@@ -251,14 +261,14 @@ def test_whatif_runs_the_simulator_on_the_recorded_trace(recorded, alice_client,
     run = WhatIfRun.objects.get()
     assert r["Location"].endswith(f"?run={run.pk}")
     seen: list[float] = []
-    res = monitor_whatif.run(recorded, run.params, seen.append)
+    res = whatif.run(recorded, run.params, seen.append)
     assert seen == sorted(seen) and len(seen) >= 10 and seen[-1] < 1.0
     assert execute(run.pk) == "done"
     run.refresh_from_db()
     assert run.status == "done" and run.progress == 1.0
     result = run.result
     assert result["steps"] == TICKS == res["steps"]
-    frame = monitor_rollup.load(recorded)
+    frame = rollup.load(recorded)
     assert math.isclose(result["actual"]["totalCost"], float(np.nansum(frame.col("cost"))), rel_tol=1e-6)
     # the recorded trace is replayed as it was recorded
     assert (
@@ -269,11 +279,11 @@ def test_whatif_runs_the_simulator_on_the_recorded_trace(recorded, alice_client,
     assert sim["costPerHour"] > 0 and 0 <= sim["violationFraction"] <= 1
     assert 0 <= sim["reconfigurationFraction"] <= 1
     # the same simulation again gives the same answer (deterministic seeds)
-    again = monitor_whatif.run(recorded, run.params)
+    again = whatif.run(recorded, run.params)
     assert again["simulated"]["costPerHour"] == sim["costPerHour"]
     # a stricter SLO cannot make the simulated threshold policy cheaper on the same trace
     strict = dict(run.params, rMaxMs=20.0)
-    assert monitor_whatif.run(recorded, strict)["simulated"]["costPerHour"] >= sim["costPerHour"]
+    assert whatif.run(recorded, strict)["simulated"]["costPerHour"] >= sim["costPerHour"]
     status = alice_client.get(f"/applications/rec/whatif/{run.pk}.json").json()
     assert status["status"] == "done" and status["result"]["steps"] == TICKS
     # a second run of an already finished what-if does nothing
@@ -282,7 +292,7 @@ def test_whatif_runs_the_simulator_on_the_recorded_trace(recorded, alice_client,
 
 def test_whatif_without_recorded_data_fails_with_a_reason(alice, alice_client):
     app = simulated_pipeline("blank", owner="alice")
-    run = WhatIfRun.objects.create(application=app, owner=alice, params=monitor_whatif.validate(app, {})[0])
+    run = WhatIfRun.objects.create(application=app, owner=alice, params=whatif.validate(app, {})[0])
     assert execute(run.pk) == "failed"
     run.refresh_from_db()
     assert "fewer than 2 recorded periods" in run.error
@@ -296,44 +306,44 @@ def test_rollup_marks_no_data_periods_and_waits_for_a_pending_tick(alice):
     drive(app, 2)
     SimulatedEngine.objects.filter(application=app).update(faults={"missingSlots": [BASE_SLOT + 2]})
     drive(app, 2, BASE_SLOT + 2)  # the tick of slot +3 observes the missing period
-    assert monitor_rollup.catch_up(app) == 4
-    frame = monitor_rollup.load(app)
+    assert rollup.catch_up(app) == 4
+    frame = rollup.load(app)
     assert frame.col("no_data").tolist() == [0.0, 0.0, 0.0, 1.0]
     assert np.isnan(frame.col("violated")[3]) and np.isnan(frame.col("rate")[3])
     # a tick still running holds back the ticks after it until it finishes
     Tick.objects.create(application=app, slot=BASE_SLOT + 4, period_s=60.0, status=Tick.Status.RUNNING)
     Tick.objects.create(application=app, slot=BASE_SLOT + 5, period_s=60.0, status=Tick.Status.NO_DATA)
-    assert monitor_rollup.catch_up(app) == 0
+    assert rollup.catch_up(app) == 0
     Tick.objects.filter(application=app, slot=BASE_SLOT + 4).update(status=Tick.Status.NO_DATA)
-    assert monitor_rollup.catch_up(app) == 2
+    assert rollup.catch_up(app) == 2
     # the dashboard counts the no-data periods out of the violation fraction
     d = monitor_data_for(app)
     assert d["rows"] == 6 and d["violatedPeriods"] == int(np.nansum(frame.col("violated")))
 
 
 def monitor_data_for(app):
-    from dashboard import monitor_data
+    from dashboard.monitor import chart_data
 
-    return monitor_data.dashboard_data(app, "all")
+    return chart_data.dashboard_data(app, "all")
 
 
 def test_dashboard_answers_are_cached_until_a_new_period_arrives(recorded, monkeypatch):
-    from dashboard import monitor_data
+    from dashboard.monitor import chart_data
 
     calls = []
-    real = monitor_data._compute
-    monkeypatch.setattr(monitor_data, "_compute", lambda *a: calls.append(a) or real(*a))
-    first = monitor_data.dashboard_data(recorded, "all")
-    assert monitor_data.dashboard_data(recorded, "all") == first and len(calls) == 1
-    monitor_data.dashboard_data(recorded, "all", max_points=50)  # another question: computed
+    real = chart_data._compute
+    monkeypatch.setattr(chart_data, "_compute", lambda *a: calls.append(a) or real(*a))
+    first = chart_data.dashboard_data(recorded, "all")
+    assert chart_data.dashboard_data(recorded, "all") == first and len(calls) == 1
+    chart_data.dashboard_data(recorded, "all", max_points=50)  # another question: computed
     assert len(calls) == 2
     drive(recorded, 1, BASE_SLOT + TICKS)
     # a new tick not rolled up yet: a new answer (the lag changed), still from the rollup as it is
-    behind = monitor_data.dashboard_data(recorded, "all")
+    behind = chart_data.dashboard_data(recorded, "all")
     assert behind["rows"] == TICKS and behind["behindPeriods"] == 1 and len(calls) == 3
     assert behind["ledgerLastMs"] == behind["rolledToMs"] + 60_000.0
     rollup_all()
-    fresh = monitor_data.dashboard_data(recorded, "all")
+    fresh = chart_data.dashboard_data(recorded, "all")
     assert fresh["rows"] == TICKS + 1 and fresh["behindPeriods"] == 0 and len(calls) == 4
 
 
@@ -388,10 +398,10 @@ def test_agent_inspector_shows_the_violation_budget_guard_and_its_reason(alice, 
 
 def test_an_action_the_om_did_not_rank_best_is_marked_explored():
     alts = {"do nothing": 1.0, "add one replica on A1": 0.8, "remove one replica on A1": 1.2}
-    assert monitor_rollup.explored("add one replica on A1", alts) is False
-    assert monitor_rollup.explored("do nothing", alts) is True
-    assert monitor_rollup.explored("do nothing", None) is False
-    assert monitor_rollup.explored("unknown", alts) is False
+    assert rollup.explored("add one replica on A1", alts) is False
+    assert rollup.explored("do nothing", alts) is True
+    assert rollup.explored("do nothing", None) is False
+    assert rollup.explored("unknown", alts) is False
 
 
 def test_saturated_periods_are_sent_as_intervals_the_chart_marks(alice, alice_client):
@@ -402,7 +412,7 @@ def test_saturated_periods_are_sent_as_intervals_the_chart_marks(alice, alice_cl
     drive(app, 12)
     rollup_all()
     d = alice_client.get("/applications/sat/data.json?range=all").json()
-    frame = monitor_rollup.load(app)
+    frame = rollup.load(app)
     rt = frame.col("rt_ms")
     assert d["saturatedPeriods"] == int(np.isinf(rt).sum()) > 0
     covered = sum((b - a) / 1000.0 for a, b in d["saturated"])
@@ -449,6 +459,6 @@ def test_rollup_task_is_on_the_beat_schedule_and_never_rolls_a_period_up_twice(r
     drive(recorded, 3, BASE_SLOT + TICKS)
     assert tasks.rollup.apply().get() == {f"{recorded.owner_id}/rec": 3}  # the task body, as a worker runs it
     # a second catch-up that read the same ticks before the first one wrote them (two workers) writes nothing
-    frame = monitor_rollup.load(recorded)
-    assert monitor_rollup._append(recorded, frame.times[-3:], [{"rate": 1.0}] * 3, []) == 0
-    assert len(monitor_rollup.load(recorded)) == TICKS + 3
+    frame = rollup.load(recorded)
+    assert rollup._append(recorded, frame.times[-3:], [{"rate": 1.0}] * 3, []) == 0
+    assert len(rollup.load(recorded)) == TICKS + 3

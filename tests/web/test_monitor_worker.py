@@ -16,8 +16,8 @@ from django.db import connection
 
 from autoscaler.control.builders import simulated_pipeline
 from autoscaler.control.tick import run_tick
-from dashboard import monitor_whatif
 from dashboard.models import WhatIfRun
+from dashboard.monitor import whatif
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -96,7 +96,7 @@ def test_a_whatif_runs_on_a_worker_and_reports_progress(alice, worker):
     app = simulated_pipeline("wk", n_operators=2, om_policy="ql-pds-plus", owner="alice", rate_scale=1.5)
     for slot in range(29_000_000, 29_000_040):
         run_tick(app.pk, slot)
-    params, errors = monitor_whatif.validate(app, {"policy": "ql", "rMaxMs": "60"})
+    params, errors = whatif.validate(app, {"policy": "ql", "rMaxMs": "60"})
     assert not errors
     run = WhatIfRun.objects.create(application=app, owner=alice, params=params)
     worker.send_task("dashboard.whatif", args=[run.pk])

@@ -8,7 +8,7 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from autoscaler.models import Application
-from dashboard.forms_application import ApplicationEditor
+from dashboard.manage.forms.application import ApplicationEditor
 
 from .test_manage_views import app_post, field_errors
 

@@ -14,8 +14,8 @@ from django.test.utils import CaptureQueriesContext
 from autoscaler.control import slots
 from autoscaler.control.builders import simulated_pipeline
 from autoscaler.control.tick import run_tick
-from dashboard import monitor_data, monitor_rollup
 from dashboard.models import SeriesChunk
+from dashboard.monitor import chart_data, rollup
 from dashboard.tasks import rollup_all
 
 pytestmark = pytest.mark.django_db
@@ -42,13 +42,13 @@ def with_gaps(alice):
 
 def test_the_rollup_keeps_missed_slots_and_the_dashboard_reads_them_without_the_ledger(with_gaps):
     t10 = (BASE_SLOT + 10) * 60.0
-    assert monitor_rollup.load(with_gaps).gaps == [
+    assert rollup.load(with_gaps).gaps == [
         [t10, 60.0, "worker_down"],
         [t10 + 60, 60.0, "worker_down"],
         [t10 + 120, 60.0, "database_down"],
     ]
     with CaptureQueriesContext(connection) as q:
-        d = monitor_data.dashboard_data(with_gaps, "all")
+        d = chart_data.dashboard_data(with_gaps, "all")
     assert d["gaps"] == [
         [t10 * 1000, (t10 + 120) * 1000, "worker_down"],
         [(t10 + 120) * 1000, (t10 + 180) * 1000, "database_down"],
@@ -59,20 +59,20 @@ def test_the_rollup_keeps_missed_slots_and_the_dashboard_reads_them_without_the_
 
 def test_values_are_stored_by_column_and_read_back_per_column(with_gaps):
     chunk = SeriesChunk.objects.get(application=with_gaps)
-    t, by_column = monitor_rollup.unpack(chunk)
+    t, by_column = rollup.unpack(chunk)
     assert by_column.shape == (len(chunk.columns), len(t)) == (len(chunk.columns), 30)
-    frame = monitor_rollup.load(with_gaps)
+    frame = rollup.load(with_gaps)
     for j, c in enumerate(chunk.columns):
         assert np.array_equal(frame.col(c), by_column[j].astype(float), equal_nan=True)
     # a window of the rows: the same values as the whole frame's slice
-    part = monitor_rollup.load(with_gaps, t[5], t[14])
+    part = rollup.load(with_gaps, t[5], t[14])
     assert len(part) == 10 and np.array_equal(part.values, frame.values[5:15], equal_nan=True)
     assert np.array_equal(part.cols(["rate", "nope"])[:, 0], frame.col("rate")[5:15], equal_nan=True)
     assert np.isnan(part.cols(["rate", "nope"])[:, 1]).all()
 
 
 def test_the_migration_transposes_old_chunks_and_fills_their_gaps_from_the_ledger(with_gaps):
-    before = monitor_rollup.load(with_gaps)
+    before = rollup.load(with_gaps)
     gaps = list(before.gaps)
     # a chunk as rolled up before the migration: rows x columns, no gaps
     chunk = SeriesChunk.objects.get(application=with_gaps)
@@ -83,6 +83,6 @@ def test_the_migration_transposes_old_chunks_and_fills_their_gaps_from_the_ledge
     SeriesChunk.objects.update(gaps=[])
     migration.fill_gaps(apps, None)
     migration.by_columns(apps, None)
-    after = monitor_rollup.load(with_gaps)
+    after = rollup.load(with_gaps)
     assert after.gaps == gaps
     assert np.array_equal(after.values, before.values, equal_nan=True)

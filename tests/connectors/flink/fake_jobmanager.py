@@ -69,6 +69,7 @@ class FakeJobManager:
     def __init__(self, on_put: Callable[[FakeJob, int], None] | None = None, port: int = 0) -> None:
         self.job = FakeJob()
         self.on_put = on_put
+        self.max_parallelism = 128
         self.lock = threading.Lock()
         fake = self
 
@@ -136,6 +137,9 @@ class FakeJobManager:
             return 404, {"errors": ["Not found."]}
         if job.state != "RUNNING":
             return 409, {"errors": [f"job is {job.state}"]}
+        bounds = [int(v["parallelism"]["upperBound"]) for v in body.values()]
+        if any(b > self.max_parallelism for b in bounds):  # as Flink answers a bound above maxParallelism
+            return 400, {"errors": [f"upper bound above the max parallelism {self.max_parallelism}"]}
         job.puts.append(body)
         job.requirements = body
         if self.on_put is not None:

@@ -1,5 +1,5 @@
 """``bench_flink``'s machine-readable record and floor without a cluster: one object per strategy and run with
-exactly the issue's keys (``connectors.bench_shared.JSON_KEYS``), ratios against the same repetition's static
+exactly the issue's keys (``benchmarks.live.JSON_KEYS``), ratios against the same repetition's static
 peak (else its nominal slot-seconds) and the clairvoyant floor, and the options of the product path checked
 before anything starts."""
 
@@ -10,8 +10,8 @@ import math
 
 import pytest
 
-from connectors.bench_shared import JSON_KEYS, clairvoyant_floor, record, summary
-from connectors.flink.bench import BenchConfig, RunResult, json_rows
+from benchmarks.flink.runner import BenchConfig, RunResult, json_rows
+from benchmarks.live import JSON_KEYS, clairvoyant_floor, record, summary
 
 
 def _trace(tmp_path, rates: list[float]) -> str:

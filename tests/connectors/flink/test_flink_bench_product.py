@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import io
 import json
+import math
 
 import pytest
 from django.core.management import call_command
 from django.db import connection
 
-from connectors.bench_shared import JSON_KEYS
+from benchmarks.flink.runner import WORDS_PER_SENTENCE
+from benchmarks.live import JSON_KEYS
 from connectors.flink.cluster import FlinkClusterError, flink_home
 
 pytestmark = [
@@ -30,6 +32,7 @@ PERIOD_S = 10.0
 # sentences/s; 10 ms per record = 100 records/s per slot: counter (4.5 words per sentence) carries 45/s on one
 # slot before the step and needs 2 slots for 180/s after it; splitter stays within one slot
 LOW, HIGH = 10.0, 40.0
+SLOT_RECORDS_S = 100.0  # records/s one slot processes at --cost-ms 10
 STEP_AT = 4  # trace line (= control period of the job's time) of the step
 LINES = 12
 
@@ -67,7 +70,9 @@ def test_an_untrained_product_policy_scales_out_on_a_step_within_3_periods_and_t
 
     # the step as the engine reported it: the first tick whose splitter input rate is clearly above LOW
     series = json.loads(series_json.read_text())[0]["series"]
-    assert all(r["tick"] in ("done", "no_data") for r in series), [r["tick"] for r in series]
+    # every slot accounted for: decided, without data, or missed (a tick that began too late on a loaded machine;
+    # its ledger row says why): never failed
+    assert all(r["tick"] in ("done", "no_data", "missed") for r in series), [r["tick"] for r in series]
     shown = "\n".join(
         str((r["slot"], r["tick"], r["input_rate"], r["e2e_s"], r["parallelism"], r["decisions"]))
         for r in series
@@ -75,18 +80,24 @@ def test_an_untrained_product_policy_scales_out_on_a_step_within_3_periods_and_t
     step = next((i for i, r in enumerate(series) if (r["input_rate"]["splitter"] or 0.0) > 1.5 * LOW), None)
     assert step is not None, "the step never showed in the engine's rates:\n" + shown
     before = series[:step]
-    # before the step the policy kept one slot each (so a later scale-out is the step's doing), with data seen
-    assert any(r["tick"] == "done" for r in before), shown
-    assert all(r["parallelism"] == {"splitter": 1, "counter": 1} for r in before), shown
-    # the tick of the period holding the step, then three more: by then the job runs more slots (REST API) and
-    # the decision log has an applied scale-out
-    within = series[step : step + 4]
-    assert len(within) == 4, shown
+    assert any(r["tick"] == "done" for r in before), shown  # the rate before the step was seen
+    # the tick of the period holding the step, then three more the tick had data for (the period after a restart
+    # has none: the tick neither learns nor acts on it): by then the counter runs the slots the step needs
+    # (HIGH x 4.5 words/s at 100 per slot: 2) and the decision log has an applied scale-out. Before the step the
+    # policy may already have added slots: on a loaded machine one slot can miss R_max at LOW (CI saw 3.75 s
+    # against 2 s and a scale-out 2 periods before the step), so what it ran before is not asserted.
+    within = [r for r in series[step:] if r["tick"] == "done"][:4]
+    assert len(within) >= 3, shown  # (the run's last slots may be missed on a loaded machine)
     # the region's node is the bench's own TaskManager (there already): no scale-out waits for one
     waits = [d for r in series for d in r["decisions"].values() if "waiting for capacity" in d["reason"]]
     assert not waits, waits
-    if not any(sum(r["parallelism"].values()) > 2 for r in within):
-        pytest.fail("no scale-out within 3 periods of the step (slot, tick, rates, e2e, parallelism, decisions):\n"
-                    + shown)  # fmt: skip
-    assert any(d["outcome"] == "applied" for r in within for d in r["decisions"].values()), shown
+    needed = math.ceil(HIGH * WORDS_PER_SENTENCE / SLOT_RECORDS_S)
+    if not any(r["parallelism"]["counter"] >= needed for r in within):
+        pytest.fail(f"the counter never ran {needed} slots within 3 periods of the step (slot, tick, rates, e2e, "
+                    "parallelism, decisions):\n" + shown)  # fmt: skip
+    if before[-1]["parallelism"]["counter"] < needed:  # the step's doing: an applied scale-out to it
+        counter = [r["decisions"].get("counter", {}) for r in within]
+        assert any(d.get("outcome") == "applied" and d["target"]["tm.8slot"] >= needed for d in counter), (
+            shown
+        )
     assert row["reconfigurations"] >= 1, text

@@ -158,3 +158,35 @@ def test_a_tick_with_the_jobmanager_unreachable_records_no_data_with_the_reason(
         assert d.outcome == Decision.Outcome.NO_DATA and d.observed == {}
         assert "no data: Flink unavailable" in d.reason and "no learning" in d.reason
     assert not AgentState.objects.filter(operator__application=app).exists()  # nothing learned
+
+
+def test_a_request_the_jobmanager_refuses_is_reported_refused_not_unavailable():
+    """A 4xx answer (here a bound above the job's max parallelism) is the engine refusing the request: nothing
+    was applied, and the error says so (it said "Flink unavailable", as for an unreachable JobManager)."""
+    with FakeJobManager() as jm:
+        jm.max_parallelism = 8
+        conn = connector_for(jm.url)
+        result = conn.realizer.apply(ScalingPlan({"counter": {"vm.small": 40}}, slot=5))
+    assert not result.ok and not result.rolled_back
+    assert result.error.startswith("Flink refused the reconfiguration") and "HTTP 400" in result.error
+    assert result.details == {"refused": True} and not jm.job.puts
+    assert result.deployments == DEPLOYMENTS and conn.realizer.deployments == DEPLOYMENTS
+
+
+def test_incomplete_operators_give_the_period_a_typed_cause():
+    """The control loop acts on the period's cause: operators whose metrics are not usable make it
+    ``metrics_missing`` (it was ``none``), a failed vertex in a running job makes it failing (the rollback rail's
+    ``FAILING_CAUSES``)."""
+    from connectors.base import FAILING_CAUSES, Cause
+
+    with FakeJobManager() as jm:  # a running job whose vertices report no metrics at all
+        conn = connector_for(jm.url)
+        metrics = conn.monitor.collect(Period(1, 0.0, 60.0))
+        assert not metrics.complete and metrics.cause == Cause.METRICS_MISSING, metrics.reason
+        incomplete = [m for m in metrics.operators.values() if not m.complete]
+        assert incomplete and all(m.cause == Cause.METRICS_MISSING for m in incomplete)
+        assert metrics.cause not in FAILING_CAUSES
+        jm.job.vertices["v3"]["status"] = "FAILED"  # the counter's vertex
+        metrics = conn.monitor.collect(Period(2, 60.0, 120.0))
+        assert metrics.operators["counter"].cause == Cause.JOB_FAILING
+        assert metrics.cause == Cause.JOB_FAILING and metrics.cause in FAILING_CAUSES, metrics.reason

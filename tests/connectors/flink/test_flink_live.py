@@ -115,9 +115,8 @@ def test_binding_naming_a_missing_vertex_is_rejected_with_the_vertices(cluster, 
 def test_stored_application_binds_through_the_factory(cluster, job, django_user_model, tmp_path):
     from django.core.management import call_command
 
+    from autoscaler.control.connectors import build_connector, check_binding
     from autoscaler.models import Application
-    from connectors.factory import build_connector
-    from connectors.flink.connector import check_binding
 
     django_user_model.objects.create_user("flinker", password="pw-flinker-1")
     examples = Path(__file__).resolve().parents[3] / "manifests" / "examples"
@@ -227,8 +226,8 @@ def test_apply_before_the_job_runs_warns_and_the_first_tick_reports_the_binding(
     import yaml
     from django.core.management import call_command
 
+    from autoscaler.control.connectors import build_connector
     from autoscaler.models import Application
-    from connectors.factory import build_connector
 
     django_user_model.objects.create_user("later", password="pw-later-1")
     doc = _flink_app(cluster.rest_url, "wc-deployed-later", vertices={"counter": "count-words"})

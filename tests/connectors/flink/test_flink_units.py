@@ -159,7 +159,7 @@ def test_a_busy_vertex_whose_counters_did_not_move_is_incomplete():
 def test_pretraining_on_recorded_violations_makes_model_based_scale_out_where_a_fresh_one_does_not():
     import numpy as np
 
-    from connectors.flink.bench import BenchConfig, _policy, pretrain
+    from benchmarks.flink.runner import BenchConfig, _policy, pretrain
     from policies.base import Observation
 
     cfg = BenchConfig(trace="unused")
@@ -198,8 +198,8 @@ def test_counters_that_did_not_advance_at_all_are_a_stale_reading_not_zero_load(
 
 
 def test_bench_observation_charges_each_operator_its_own_share_against_its_bound():
+    from benchmarks.flink.runner import _observation
     from connectors.base import OperatorMetrics
-    from connectors.flink.bench import _observation
     from connectors.latency_share import share_path_latency
 
     path = ["sentences", "splitter", "counter", "top"]
@@ -308,7 +308,7 @@ def test_restart_span_ignores_a_restart_before_the_request():
 
 
 def test_bench_policies_resolve_named_variants_and_ds2_keeps_its_period_parameters():
-    from connectors.flink.bench import BenchConfig, _policy
+    from benchmarks.flink.runner import BenchConfig, _policy
 
     cfg = BenchConfig(trace="unused")
     assert _policy("model-based-capacity", cfg, None).params["capacity_bound"] is True

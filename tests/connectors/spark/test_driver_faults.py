@@ -1,26 +1,22 @@
 """A Spark driver that dies around a rescale, seen by the realizer: its agent silent and its UI (a real HTTP
 server on 127.0.0.1, stopped to kill it) unreachable. Nothing is reported as applied or rolled back, the previous
-allocation becomes the desired state again, and a driver already gone gets no new desired state at all."""
+allocation becomes the desired state again, and a driver already gone gets no new desired state at all. The
+agent's side is an in-memory store (no database)."""
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
-from autoscaler.ingest import store
-from autoscaler.ingest.models import DesiredState, DriverStatus
-from autoscaler.ingest.serializers import ProgressPayload
 from connectors.base import ScalingPlan
-from connectors.factory import build_connector
 from connectors.spark.realizer import driver_gone
-
-pytestmark = pytest.mark.django_db
-SMALL = {"name": "small", "cores": 1, "memoryMiB": 512}
+from connectors.spark.store import DriverState, InMemorySparkStore
+from tests.connectors.spark.memory_wc import KEY, SMALL, wc_connector
 
 
 class DriverUI:
@@ -64,51 +60,47 @@ def ui():
 
 
 @pytest.fixture
-def app(django_user_model, make_app, ui):
-    """The ``wc`` application whose counter driver (UI ``ui``) reported 2 small executors just now, and whose
-    desired state is those 2 executors (generation 1)."""
-    app, _ = make_app(django_user_model.objects.create_user("alice"))
-    op = app.operators.get(name="counter")
-    driver = {"uiUrl": ui.url, "appId": "app-x", "executors": 2, "profile": SMALL}
-    store.store_progress(op, ProgressPayload.model_validate({"progress": [], "driver": driver}))
-    store.set_desired(op, 2, SMALL)
-    return app
+def store(ui):
+    """The store of the ``wc`` application whose counter driver (UI ``ui``) reported 2 small executors just now,
+    and whose desired state is those 2 executors (generation 1)."""
+    store = InMemorySparkStore()
+    _silent_for(store, ui, 0.0)
+    store.set_desired(KEY, 2, SMALL)
+    return store
 
 
-def _silent_for(app, seconds: float) -> None:
-    DriverStatus.objects.filter(operator__application=app).update(
-        last_seen=dt.datetime.now(tz=dt.UTC) - dt.timedelta(seconds=seconds)
-    )
+def _silent_for(store: InMemorySparkStore, ui: DriverUI, seconds: float) -> None:
+    store.set_driver(KEY, DriverState(ui.url, "app-x", 2, SMALL, time.time() - seconds))
 
 
-def test_a_silent_agent_whose_driver_ui_answers_is_alive(app, ui):
-    _silent_for(app, 600)
-    connector = build_connector(app)
+def test_a_silent_agent_whose_driver_ui_answers_is_alive(store, ui):
+    _silent_for(store, ui, 600)
+    connector = wc_connector(store)
     binding = connector.realizer.bindings["counter"]
-    assert driver_gone(binding) == ""
+    assert driver_gone(store, binding) == ""
     assert connector.realizer.current() == {"counter": {"small": 2}}  # from the driver's REST API
 
 
-def test_a_driver_gone_before_the_apply_gets_nothing_written(app, ui):
+def test_a_driver_gone_before_the_apply_gets_nothing_written(store, ui):
     ui.kill()
-    _silent_for(app, 600)
-    connector = build_connector(app)
-    gone = driver_gone(connector.realizer.bindings["counter"])
+    _silent_for(store, ui, 600)
+    connector = wc_connector(store)
+    gone = driver_gone(store, connector.realizer.bindings["counter"])
     assert gone.startswith("the Spark driver is gone: no heartbeat from its agent for 600 s")
     assert f"its UI {ui.url} unreachable" in gone
     result = connector.realizer.apply(ScalingPlan({"counter": {"small": 3}}, slot=9))
     assert not result.ok and not result.rolled_back
     assert result.error == f"operator 'counter': {gone}; nothing applied"
     assert result.deployments == {"counter": {}}  # nothing runs; not the agent's last count (2)
-    row = DesiredState.objects.get(operator__application=app)
+    row = store.desired(KEY)
     assert (row.generation, row.executors) == (
         1,
         2,
     )  # a driver that comes back must not pick up a stale target
 
 
-def test_a_driver_dying_while_the_rescale_waits_is_surfaced_and_the_previous_allocation_restored(app, ui):
-    connector = build_connector(app)
+def test_a_driver_dying_while_the_rescale_waits_is_surfaced_and_the_previous_allocation_restored(store, ui):
+    connector = wc_connector(store)
     realizer = connector.realizer
     realizer.apply_timeout_s = 120.0
     realizer.driver_silence_s = 1.0  # the heartbeat stored by the fixture is fresh: the driver lives at first
@@ -121,21 +113,19 @@ def test_a_driver_dying_while_the_rescale_waits_is_surfaced_and_the_previous_all
     assert "no acknowledgement after" in result.error and "the Spark driver is gone" in result.error
     assert info["duration_s"] < 120.0  # it stopped waiting when the driver was found gone, not at the timeout
     assert info["restored_desired"] == 3 and "rollback_generation" not in info
-    row = DesiredState.objects.get(operator__application=app)
+    row = store.desired(KEY)
     assert (row.generation, row.executors, row.profile["name"]) == (3, 2, "small")  # the previous allocation
     assert result.deployments == {"counter": {}}
 
 
-def test_without_an_earlier_desired_state_what_ran_before_is_restored(app, ui):
-    DesiredState.objects.filter(
-        operator__application=app
-    ).delete()  # the driver started from its own settings
-    realizer = build_connector(app).realizer
+def test_without_an_earlier_desired_state_what_ran_before_is_restored(store, ui):
+    store.clear_desired(KEY)  # the driver started from its own settings
+    realizer = wc_connector(store).realizer
     realizer.driver_silence_s = 1.0
     threading.Timer(0.5, ui.kill).start()
     result = realizer.apply(ScalingPlan({"counter": {"large": 1}}, slot=9))
     assert not result.ok and not result.rolled_back
     info = result.details["counter"]
     assert info["generation"] == 1 and info["restored_desired"] == 2
-    row = DesiredState.objects.get(operator__application=app)
+    row = store.desired(KEY)
     assert (row.generation, row.executors, row.profile["name"]) == (2, 2, "small")  # the 2 small seen before

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from connectors.spark.latency_probe import _first_log_time, _granted_time
+from benchmarks.spark.latency_probe import _first_log_time, _granted_time
 
 
 def test_stage_times_are_read_from_worker_and_executor_logs(tmp_path):
@@ -26,7 +26,7 @@ def test_stage_times_are_read_from_worker_and_executor_logs(tmp_path):
 def test_steps_name_executor_counts_and_optionally_a_new_executor_memory():
     import pytest
 
-    from connectors.spark.latency_probe import _step
+    from benchmarks.spark.latency_probe import _step
 
     assert _step("3") == (3, None) and _step("2:768") == (2, 768)
     for bad in ("x", "2:big", ":512"):

@@ -3,7 +3,7 @@ Spark monitor reports overload (complete, estimated), not missing data; an idle 
 
 The driver's REST API is a small HTTP server on 127.0.0.1 answering the two calls the monitor makes (executors,
 running jobs): a batch that outlasts a whole control period cannot be provoked on demand without a real cluster
-(``test_bench_product`` does it live)."""
+(``test_bench_product`` does it live). The progress is kept in an in-memory store (no database)."""
 
 from __future__ import annotations
 
@@ -15,15 +15,12 @@ from typing import Any
 
 import pytest
 
-from autoscaler.ingest import store
-from autoscaler.ingest.models import DriverStatus
-from autoscaler.ingest.serializers import ProgressPayload
 from connectors.base import Period
-from connectors.factory import build_connector
+from connectors.spark.monitor import SparkMonitor
+from connectors.spark.store import DriverState, InMemorySparkStore, ProgressRecord
+from tests.connectors.spark.memory_wc import KEY, SMALL, wc_connector
 
-pytestmark = pytest.mark.django_db
 T0 = 1_800_000_000.0  # period start (s since the epoch)
-SMALL = {"name": "small", "cores": 1, "memoryMiB": 512}
 
 
 def gmt(t: float) -> str:
@@ -68,20 +65,26 @@ def ui():
     server.server.server_close()
 
 
-def test_a_batch_running_through_the_period_is_overload_and_an_idle_query_has_no_data(
-    django_user_model, make_app, ui
-):
-    app, _ = make_app(django_user_model.objects.create_user("alice"), "{batchIntervalS: 5.0}")
-    op = app.operators.get(name="counter")
-    first = {"runId": "r", "batchId": 0, "timestamp": dt.datetime.fromtimestamp(T0 - 60, tz=dt.UTC).isoformat(),
-             "numInputRows": 1, "batchDuration": 9000}  # fmt: skip
+def _monitor(
+    interval_s: float, progress: list[ProgressRecord], ui_url: str, last_seen: float
+) -> SparkMonitor:
+    """The counter's monitor (trigger ``interval_s``) on a store holding ``progress`` and a driver of 1 small
+    executor whose UI is ``ui_url`` and whose agent was last heard of at ``last_seen``."""
+    store = InMemorySparkStore()
+    store.add_progress(KEY, *progress)
+    set_last_seen(store, ui_url, last_seen)
+    return wc_connector(store, batch_interval_s=interval_s).monitor
+
+
+def set_last_seen(store: InMemorySparkStore, ui_url: str, last_seen: float) -> None:
+    store.set_driver(KEY, DriverState(ui_url, "app-x", 1, SMALL, last_seen))
+
+
+def test_a_batch_running_through_the_period_is_overload_and_an_idle_query_has_no_data(ui):
+    first = ProgressRecord("r", 0, T0 - 60, 1, 9000)
     # the last finished batch: triggered 12 s before the period, 600 records in 8 s (75 records/s arrived)
-    last = {"runId": "r", "batchId": 7, "timestamp": dt.datetime.fromtimestamp(T0 - 12, tz=dt.UTC).isoformat(),
-            "numInputRows": 600, "batchDuration": 8000}  # fmt: skip
-    driver = {"uiUrl": ui.url, "appId": "app-x", "executors": 1, "profile": SMALL}
-    store.store_progress(op, ProgressPayload.model_validate({"progress": [first, last], "driver": driver}))
-    DriverStatus.objects.filter(operator=op).update(last_seen=dt.datetime.fromtimestamp(T0 + 14, tz=dt.UTC))
-    monitor = build_connector(app).monitor
+    last = ProgressRecord("r", 7, T0 - 12, 600, 8000)
+    monitor = _monitor(5.0, [first, last], ui.url, T0 + 14)
     period = Period(0, T0, T0 + 15)
 
     # idle: the driver runs no job
@@ -107,33 +110,27 @@ def test_a_batch_running_through_the_period_is_overload_and_an_idle_query_has_no
     assert not monitor.collect(period).complete
 
 
-def _batch(batch_id: int, at: float, rows: int, ms: int) -> dict[str, Any]:
-    """One micro-batch's progress as the agent ships it (run ``r``, triggered at epoch ``at``)."""
-    return {"runId": "r", "batchId": batch_id, "timestamp": dt.datetime.fromtimestamp(at, tz=dt.UTC).isoformat(),
-            "numInputRows": rows, "batchDuration": ms}  # fmt: skip
+def _batch(batch_id: int, at: float, rows: int, ms: int) -> ProgressRecord:
+    """One micro-batch's progress as the control plane stores it (run ``r``, triggered at epoch ``at``)."""
+    return ProgressRecord("r", batch_id, at, rows, ms)
 
 
-def _after_batch_17(make_app, user, ui):  # noqa: ANN001, ANN202
+def _after_batch_17(ui: DriverUI) -> SparkMonitor:
     """A counter (trigger 2.5 s) whose last progress received is batch 17's: batch 16 ran 4 s from T0 - 12, batch
     17 took the 360 records that arrived meanwhile (90/s) and ran 8 s from T0 - 8; the agent reported at T0 + 9.
-    Returns (its monitor, the operator)."""
-    app, _ = make_app(user, "{batchIntervalS: 2.5}")
-    op = app.operators.get(name="counter")
+    Returns its monitor."""
     progress = [_batch(15, T0 - 40, 20, 1000), _batch(16, T0 - 12, 180, 4000), _batch(17, T0 - 8, 360, 8000)]
-    driver = {"uiUrl": ui.url, "appId": "app-x", "executors": 1, "profile": SMALL}
-    store.store_progress(op, ProgressPayload.model_validate({"progress": progress, "driver": driver}))
-    DriverStatus.objects.filter(operator=op).update(last_seen=dt.datetime.fromtimestamp(T0 + 9, tz=dt.UTC))
-    return build_connector(app).monitor, op
+    return _monitor(2.5, progress, ui.url, T0 + 9)
 
 
 def test_the_stalled_rate_is_the_last_batchs_records_over_their_arrival_time_and_a_named_batch_is_in_flight(
-    django_user_model, make_app, ui
+    ui,
 ):
     """After a step the last batch ran longer than the one before it: its records arrived while that earlier one
     ran (trigger to trigger), so the arrival rate is its records over that time, not over its own (longer)
     duration, which is the processing rate. A running job that names the next batch in its description is that
     batch in flight even when its earlier jobs finished and the oldest running one was submitted late."""
-    monitor, op = _after_batch_17(make_app, django_user_model.objects.create_user("bob"), ui)
+    monitor = _after_batch_17(ui)
     period = Period(0, T0, T0 + 10)
     # batch 18 began at T0 (when 17 ended); its first jobs finished, the running one was submitted at T0 + 6
     description = "\nid = q\nrunId = r\nbatch = 18"
@@ -150,7 +147,7 @@ def test_the_stalled_rate_is_the_last_batchs_records_over_their_arrival_time_and
     # batch 17 ran past the period's end (its record arrived before the tick) and 18 began after it: nothing was
     # in flight in the period; the response time is at least what 17's records took (2 s waiting, 8 s in it)
     period = Period(0, T0 - 5, T0 - 1)
-    DriverStatus.objects.filter(operator=op).update(last_seen=dt.datetime.fromtimestamp(T0 - 2, tz=dt.UTC))
+    set_last_seen(monitor.store, ui.url, T0 - 2)
     ui.jobs = [{"jobId": 40, "submissionTime": gmt(T0 + 1), "status": "RUNNING", "description": description}]
     c = monitor.collect(period).operators["counter"]
     assert "overload" in c.reason and c.response_time_s == pytest.approx(8.0 + 4.0 / 2) and c.backlog == 0.0
@@ -161,14 +158,12 @@ def test_the_stalled_rate_is_the_last_batchs_records_over_their_arrival_time_and
     assert not m.complete and "not a stall" in m.reason
 
 
-def test_a_finished_batch_whose_progress_is_on_its_way_is_the_batch_the_period_held(
-    django_user_model, make_app, ui
-):
+def test_a_finished_batch_whose_progress_is_on_its_way_is_the_batch_the_period_held(ui):
     """The driver runs batch 19 while the last progress received is batch 17's: batch 18 finished before the tick
     and its progress has not arrived. The period held batch 18 (from 17's end to 19's start): overload estimated
     as for a batch in flight, with its time in the period ending when 19 began. Two unshipped batches are an
     agent that lags: no data, and the reason names the batches."""
-    monitor, _ = _after_batch_17(make_app, django_user_model.objects.create_user("carol"), ui)
+    monitor = _after_batch_17(ui)
     period = Period(0, T0, T0 + 10)
     # batch 18 ran from T0 (17's end) to T0 + 9, when 19 began
     ui.jobs = [{"jobId": 41, "submissionTime": gmt(T0 + 9), "status": "RUNNING",

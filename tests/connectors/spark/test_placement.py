@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from connectors.factory import build_connector
+from autoscaler.control.connectors import build_connector
 from connectors.spark.agent import Profile
 from connectors.spark.cluster import resources_conf
 from connectors.spark.placement import executor_conf, resource_name, typed_workers

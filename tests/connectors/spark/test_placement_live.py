@@ -15,9 +15,9 @@ import pytest
 from rest_framework.authtoken.models import Token
 
 from autoscaler import manifests
+from autoscaler.control.connectors import build_connector
 from autoscaler.ingest import store
 from connectors.base import ScalingPlan
-from connectors.factory import build_connector
 from connectors.infrastructure import NodeSpec
 from connectors.providers import build_provider
 from connectors.spark.cluster import StandaloneCluster

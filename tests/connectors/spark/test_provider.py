@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 
 import pytest
@@ -43,6 +44,25 @@ def test_an_unmanaged_cluster_refuses_to_start_or_stop_workers(tmp_path):
         p.release(["own-small-1"])
     with pytest.raises(ProviderError, match="unreachable"):
         p.nodes()
+
+
+def test_without_the_spark_extra_acquiring_a_worker_is_a_provider_error(tmp_path, monkeypatch):
+    """pyspark is the [spark] extra (the web image has none): starting a worker without it fails like a worker
+    that does not start (ProviderError, the reason named), not with an ImportError out of the region step."""
+    monkeypatch.setitem(sys.modules, "pyspark", None)  # import pyspark -> ImportError
+    p = build_provider(
+        "nospark",
+        {
+            "kind": "spark-standalone",
+            "settings": {
+                "masterUrl": "spark://127.0.0.1:1",
+                "masterWebUi": "http://127.0.0.1:1",
+                "stateDir": str(tmp_path),
+            },
+        },
+    )
+    with pytest.raises(ProviderError, match=r"pyspark is not installed.*\[spark\] extra"):
+        p.acquire(NodeSpec("small", 1, 512), 1)
 
 
 @pytest.mark.slow

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from connectors.spark.bench.ingest_stub import IngestStub
-from connectors.spark.bench.prediction import (
+from benchmarks.spark.ingest_stub import IngestStub
+from benchmarks.spark.prediction import (
     engine_model,
     engine_prediction,
     engine_replay,
@@ -19,8 +19,8 @@ from connectors.spark.bench.prediction import (
     service_times_s,
     simulator_prediction,
 )
-from connectors.spark.bench.runner import BenchConfig, fluid_prediction, period_stats, static_sizes
-from connectors.spark.bench.strategies import DS2, OMPolicy, PeriodStats, StreamingRule
+from benchmarks.spark.runner import BenchConfig, fluid_prediction, period_stats, static_sizes
+from benchmarks.spark.strategies import DS2, OMPolicy, PeriodStats, StreamingRule
 
 
 def _stats(rate=100.0, ratio=0.5, busy=0.5, executors=2, latency=5.0):
@@ -60,7 +60,7 @@ def test_a_period_without_a_finished_batch_is_overload_for_the_rule_and_ds2_not_
 
 
 def test_the_adapter_observes_the_processing_rate():
-    from connectors.spark.bench.strategies import observation
+    from benchmarks.spark.strategies import observation
 
     obs = observation(PeriodStats(190.0, 80.0, 1.2, 1.0, 30.0, 40.0, 2), 10.0, None)
     assert obs.processing_rate == 80.0 and obs.input_rate == 190.0 and obs.violated
@@ -231,7 +231,7 @@ def _ramp_schedule():
 
 
 def test_clairvoyant_sizes_for_the_coming_period_and_the_backlog():
-    from connectors.spark.bench.strategies import Clairvoyant
+    from benchmarks.spark.strategies import Clairvoyant
 
     oracle = Clairvoyant(
         _ramp_schedule(), period_s=5.0, mu=50.0, k_max=4, headroom=0.0, lead_s=0.0, interval_s=1.0
@@ -252,7 +252,7 @@ def test_clairvoyant_sizes_for_the_coming_period_and_the_backlog():
 
 
 def test_clairvoyant_bound_is_the_executor_seconds_of_per_period_sizing():
-    from connectors.spark.bench.strategies import clairvoyant_bound
+    from benchmarks.spark.strategies import clairvoyant_bound
 
     # 10-s periods: 20/s -> 1, 100/s -> 2 (mu 50, no headroom), 20/s -> 1; against 2 executors all along
     assert clairvoyant_bound(_ramp_schedule(), 10.0, 50.0, peak=2, headroom=0.0) == pytest.approx(4 / 6)
@@ -373,7 +373,7 @@ def test_the_files_source_reports_written_but_unread_records_as_its_backlog(tmp_
 def test_the_product_runs_executor_seconds_stop_at_the_last_measured_period():
     """Executors as the agent reported them, sampled each second: each count holds until the next sample; the
     drain after the trace is not a measured period (the harness strategies stop counting there too)."""
-    from connectors.spark.bench.product import ExecutorSampler
+    from benchmarks.spark.product import ExecutorSampler
 
     sampler = ExecutorSampler(operator_id=1, initial=2, since=100.0)
     sampler.tick(4, now=110.0)
@@ -393,7 +393,7 @@ def test_the_pretrained_product_variant_stores_the_replayed_policy_as_the_operat
     from dataclasses import asdict
 
     from autoscaler.control.models import AgentState
-    from connectors.spark.bench.product import OPERATOR, pretrain, register
+    from benchmarks.spark.product import OPERATOR, pretrain, register
 
     cfg = BenchConfig(master="spark://127.0.0.1:7077", workdir=tmp_path)
     app, token = register(cfg, "model-based", eta_v=0.05, eta_r=0.2, am_period_s=150.0)
@@ -405,9 +405,10 @@ def test_the_pretrained_product_variant_stores_the_replayed_policy_as_the_operat
     agent = AgentState.objects.get(operator__application=app, operator__name=OPERATOR)
     assert agent.policy == "model-based" and agent.steps > 0
     # loaded as the tick loads it, the state knows one executor cannot carry 90/s; a fresh policy does not yet
+    from autoscaler.control.om_config import operator_spec
     from autoscaler.control.tick import control_of
-    from autoscaler.control.topology import operator_spec, topology
-    from connectors.spark.bench.strategies import observation
+    from autoscaler.control.topology import topology
+    from benchmarks.spark.strategies import observation
     from policies import registry
 
     topo = topology(app)

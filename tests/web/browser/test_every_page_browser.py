@@ -58,9 +58,9 @@ def recorded(browser_user):
     for slot in range(BASE_SLOT, BASE_SLOT + 30):
         run_tick(app.pk, slot)
     run = WhatIfRun.objects.create(application=app, owner=browser_user, params={"policy": "threshold"})
-    from dashboard import monitor_whatif
+    from dashboard.monitor import whatif
 
-    run.params = monitor_whatif.validate(app, {"policy": "threshold", "range": "all"})[0]
+    run.params = whatif.validate(app, {"policy": "threshold", "range": "all"})[0]
     run.save()
     assert execute(run.pk) == "done"
     return app, run

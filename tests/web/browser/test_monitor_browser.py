@@ -16,8 +16,8 @@ import pytest
 from autoscaler.control.builders import simulated_pipeline
 from autoscaler.control.models import Decision, Tick
 from autoscaler.control.tick import run_tick
+from dashboard.monitor.views import whatif as whatif_view
 from dashboard.tasks import rollup_all
-from dashboard.views import monitor_whatif as whatif_view
 
 from ..conftest import horizontal_overflow, screenshot
 

@@ -14,7 +14,7 @@ from autoscaler.control.builders import simulated_pipeline
 from autoscaler.control.models import Decision, SimulatedEngine
 from autoscaler.control.tick import run_tick
 from autoscaler.models import Deployment
-from dashboard.monitor_rollup import explored
+from dashboard.monitor.rollup import explored
 from dashboard.tasks import rollup_all
 
 from ..conftest import screenshot

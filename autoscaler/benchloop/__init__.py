@@ -1,1 +1,0 @@
-"""``manage.py bench_loop``: the product's control loop (manifest -> tick -> OM -> AM -> connector) measured scenario by scenario (see ``autoscaler.benchloop.runner``)."""

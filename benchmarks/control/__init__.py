@@ -1,0 +1,1 @@
+"""``bench_control``: control-plane throughput with PostgreSQL, Redis and Celery workers (``command``)."""

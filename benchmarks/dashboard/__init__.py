@@ -1,0 +1,1 @@
+"""``bench_dashboard``: server time of the application dashboard on a large decision log (``command``)."""

@@ -1,1 +1,0 @@
-"""Views of the web app: ``manage*`` modules (forms, fleet, manifests) and ``monitor*`` modules (dashboards)."""
