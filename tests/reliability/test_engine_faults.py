@@ -294,6 +294,8 @@ metadata: {{name: wcs-counter}}
 spec: {{application: wcs, operator: counter, region: spark-fault-region, replicas: {{small: 1}}}}
 """
 SPARK_PERIOD_S = 6
+#: ticks after the restarted driver's first micro-batch until one must decide (a bound for a hung engine, 2 min)
+RECOVERY_TICKS_MAX = 20
 
 DRIVER = textwrap.dedent(
     '''
@@ -484,13 +486,18 @@ def test_spark_driver_killed_after_a_rescale_is_surfaced_and_the_loop_recovers(
         )
         back_at = time.time()
         recovery: list[str] = []
-        for _ in range(2):
+        reasons: list[str] = []
+        # the restarted driver's first periods may not be covered yet on a loaded machine (its first batches outlast
+        # the trigger): ticks continue until one decides; the bound only stops an engine that never recovers
+        for _ in range(RECOVERY_TICKS_MAX):
             slot, out = next_slot_tick(app.pk, SPARK_PERIOD_S)
             slots.append(slot)
             recovery.append(out.status)
             if out.status == Tick.Status.DONE:
                 break
-        assert recovery[-1] == Tick.Status.DONE, recovery
+            reasons.append(Decision.objects.get(application=app, slot=slot).reason)
+        assert recovery[-1] == Tick.Status.DONE, (recovery, reasons)
+        assert not any("the Spark driver is gone" in r for r in reasons), reasons  # it runs again
         status = wait_for(
             lambda: DriverStatus.objects.get(operator__application=app), 30, "the driver status"
         )

@@ -33,8 +33,9 @@ TRIGGER_S = 1.0
 PERIOD_S = 10.0
 #: the engine's own report is awaited; the bound only stops a hung test (a loaded 2-core machine is slow)
 WAIT_S = 300.0
-#: how long the agent waits for the executors of a change (s), and the realizer for the agent's acknowledgement
-AGENT_APPLY_TIMEOUT_S = 30.0
+#: how long the agent waits for the executors of a change (s: the agent's default; an executor JVM took over 30 s to
+#: register at load 15), and the realizer for the agent's acknowledgement
+AGENT_APPLY_TIMEOUT_S = 60.0
 APPLY_TIMEOUT_S = 150.0
 #: executors of a 1-core profile the cluster cannot run: 4 cores in all
 UNSATISFIABLE_SMALL = 9
