@@ -31,10 +31,10 @@ SHARED_EXAMPLES = ("catalog-vm-example.yaml", "catalog-infra-a.yaml", "catalog-i
 # ---- the engines' JVMs -------------------------------------------------------------------------------------------
 #: every JVM the tests start (Spark master, workers, executors and drivers' gateways; Flink's job and task managers
 #: and clients) inherits this: client-VM ergonomics (C1 compiler only, one compiler thread, serial GC unless a GC is
-#: given explicitly). The tests' JVMs live for seconds to minutes, so C2's start-up compilation was most of their
-#: CPU: Spark's contract and live tests used 290 CPU-s (machine-wide) with the default, 177 with this; Flink's contract
-#: and live tests 168 and 133 (docs/benchmarks.md, "Test suite time"). Semantics are unchanged; the benchmarks
-#: (bench_spark, bench_flink) do not set it.
+#: given explicitly). The tests' JVMs live for seconds to minutes, so C2's start-up compilation was about a third of
+#: their CPU: Spark's contract and live tests used 290 CPU-s (machine-wide) with the default, 177 with this; Flink's
+#: contract and live tests 168 and 133 (docs/benchmarks.md, "Test suite time"). Semantics are unchanged; the demo and
+#: the benchmarks, run by a user, do not set it.
 TEST_JVM_OPTION = "-XX:+NeverActAsServerClassMachine"
 if TEST_JVM_OPTION not in os.environ.get("JAVA_TOOL_OPTIONS", ""):
     os.environ["JAVA_TOOL_OPTIONS"] = f"{os.environ.get('JAVA_TOOL_OPTIONS', '')} {TEST_JVM_OPTION}".strip()
