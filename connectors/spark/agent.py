@@ -115,6 +115,28 @@ _ITEM_LOC = re.compile(r"^(progress|latency)\[(\d+)\]")
 
 
 @dataclass
+class CountHold:
+    """Reads of the driver's executor list while a change is verified: the last count (``-1``: unreadable) and
+    since when (monotonic s) it has matched ``n`` (``>= n`` with ``at_least``) read after read."""
+
+    n: int
+    at_least: bool = False
+    seen: int = -1
+    since: float | None = None
+
+    def note(self, now: float) -> None:
+        """Record that ``seen`` was read at ``now``."""
+        if self.seen == self.n or (self.at_least and self.seen >= self.n):
+            self.since = now if self.since is None else self.since
+        else:
+            self.since = None
+
+    def held_for(self, now: float) -> float:
+        """Seconds the count has matched up to ``now`` (``-1`` when it does not match)."""
+        return -1.0 if self.since is None else now - self.since
+
+
+@dataclass
 class Profile:
     """An executor profile: cores per executor, memory per executor (MiB), node-type name and, on typed workers,
     the custom resource each executor requests one unit of (``connectors.spark.placement``; empty: none)."""
@@ -473,33 +495,40 @@ class SparkAgent:
                 self._kill(v["id"])
         self._request_total(n)
 
-    def _wait_executors(self, n: int, timeout_s: float, at_least: bool = False, settle_s: float = 0.0) -> int:
-        """The executors running once ``n`` (``>= n`` with ``at_least``) have been seen for ``settle_s`` seconds
-        in a row, or the last count at ``timeout_s``; surplus executors are killed meanwhile."""
-        deadline = time.monotonic() + timeout_s
-        seen = -1
-        held_since: float | None = None
-        while time.monotonic() < deadline and not self._stop.is_set():
+    def _observe(self, hold: CountHold) -> None:
+        """One read of the executor list into ``hold``; surplus executors (beyond ``hold.n``) are killed."""
+        try:
+            rows = self.executors()
+        except Exception:  # noqa: BLE001 - UI briefly unavailable
+            rows, hold.seen = [], -1
+        else:
+            hold.seen = len(rows)
+        hold.note(time.monotonic())
+        if len(self._staying(rows)) > hold.n:  # surplus (e.g. granted before the limit arrived): remove it
             try:
-                rows = self.executors()
-            except Exception:  # noqa: BLE001 - UI briefly unavailable
-                rows, seen = [], -1
-            else:
-                seen = len(rows)
-            if seen == n or (at_least and seen >= n):
-                now = time.monotonic()
-                held_since = now if held_since is None else held_since
-                if now - held_since >= settle_s:
-                    return seen
-            else:
-                held_since = None
-            if len(self._staying(rows)) > n:  # surplus (e.g. granted before the limit arrived): remove it
-                try:
-                    self.scale_to(n)
-                except Exception:  # noqa: BLE001
-                    pass
+                self.scale_to(hold.n)
+            except Exception:  # noqa: BLE001
+                pass
+
+    def _wait_executors(
+        self,
+        n: int,
+        timeout_s: float,
+        at_least: bool = False,
+        settle_s: float = 0.0,
+        hold: CountHold | None = None,
+    ) -> int:
+        """The executors running once ``n`` (``>= n`` with ``at_least``) have been seen for ``settle_s`` seconds
+        in a row, or the last count at ``timeout_s``; surplus executors are killed meanwhile. ``hold``: the reads
+        made so far (the count may already have held while the caller waited for something else)."""
+        hold = hold or CountHold(n, at_least)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and not self._stop.is_set():
+            self._observe(hold)
+            if hold.held_for(time.monotonic()) >= settle_s:
+                return hold.seen
             time.sleep(VERIFY_POLL_S)
-        return seen
+        return hold.seen
 
     # ---- desired state ----------------------------------------------------------------------------------
     def _ack(self, generation: int, executors: int, downtime_s: float, duration_s: float, error: str) -> None:
@@ -641,11 +670,16 @@ class SparkAgent:
             time.sleep(0.05)
         q.stop()
 
-    def _wait_running(self, timeout_s: float) -> bool:
+    def _wait_running(self, timeout_s: float, watch: CountHold | None = None) -> bool:
         """True once the (re)started query runs: a progress event arrived, or it is past initialisation and
-        waiting for data or for its next trigger (a file source without new files runs no batch)."""
+        waiting for data or for its next trigger (a file source without new files runs no batch). ``watch``: the
+        executor count is read into it meanwhile (every ``VERIFY_POLL_S``), surplus executors killed."""
         deadline = time.monotonic() + timeout_s
+        read_at = -VERIFY_POLL_S
         while time.monotonic() < deadline:
+            if watch is not None and time.monotonic() - read_at >= VERIFY_POLL_S:
+                self._observe(watch)
+                read_at = time.monotonic()
             q = self.query
             if self._progress_seen.is_set():
                 return True
@@ -672,11 +706,16 @@ class SparkAgent:
             self._progress_seen.clear()
             spark = self._session(profile, n)
             self.query = self._build_query(spark)
-            if not self._wait_running(self.apply_timeout_s):
+            # the count is read from the query's start on: the settle window runs while the query starts
+            hold = CountHold(n)
+            if not self._wait_running(self.apply_timeout_s, watch=hold):
                 error = "the restarted query did not start running"
-            self._wait_executors(1, self.apply_timeout_s, at_least=True)
+            deadline = time.monotonic() + self.apply_timeout_s
+            while hold.seen < 1 and time.monotonic() < deadline and not self._stop.is_set():
+                time.sleep(VERIFY_POLL_S)
+                self._observe(hold)
             downtime = time.monotonic() - t0
-            seen = self._wait_executors(n, self.apply_timeout_s, settle_s=RESTART_SETTLE_S)
+            seen = self._wait_executors(n, self.apply_timeout_s, settle_s=RESTART_SETTLE_S, hold=hold)
             if seen != n and not error:
                 error = f"executors: {seen} running after the restart, {n} desired"
         except Exception as exc:  # noqa: BLE001 - reported in the ack; try the old profile again

@@ -78,3 +78,29 @@ def test_after_a_restart_a_late_surplus_executor_is_removed_before_the_count_is_
     assert agent._wait_executors(1, 5.0, settle_s=0.1) == 1
     assert ("kill", "1") in agent.calls  # the late one, idle, was removed
     assert agent.read > 4  # and the count held after it
+
+
+def test_a_count_that_held_while_the_query_started_needs_no_further_settle(monkeypatch):
+    """The restart reads the executor count while its query starts (``CountHold``): a count that has matched for
+    the settle window by then is acknowledged at the next read; a surplus read meanwhile restarts the window."""
+    import time
+
+    from connectors.spark.agent import CountHold
+
+    monkeypatch.setattr("connectors.spark.agent.VERIFY_POLL_S", 0.01)
+    one, two = [{"id": "0", "activeTasks": 1}], [{"id": "0", "activeTasks": 1}, {"id": "1", "activeTasks": 0}]
+    agent = Sequence([one] * 1000)
+    hold = CountHold(1)
+    agent._observe(hold)  # read while the query started
+    time.sleep(0.3)
+    assert agent._wait_executors(1, 5.0, settle_s=0.3, hold=hold) == 1 and agent.read == 2
+    agent = Sequence([one] * 1000)
+    assert agent._wait_executors(1, 5.0, settle_s=0.3) == 1 and agent.read > 2  # without the earlier reads
+
+    agent = Sequence([one, two, two] + [one] * 1000)  # (scale_to reads the list again)
+    hold = CountHold(1)
+    agent._observe(hold)
+    agent._observe(hold)  # the surplus registered: the window starts again, the surplus is killed
+    assert hold.since is None and ("kill", "1") in agent.calls
+    time.sleep(0.3)
+    assert agent._wait_executors(1, 5.0, settle_s=0.3, hold=hold) == 1 and agent.read > 4
