@@ -116,17 +116,16 @@ _ITEM_LOC = re.compile(r"^(progress|latency)\[(\d+)\]")
 
 @dataclass
 class CountHold:
-    """Reads of the driver's executor list while a change is verified: the last count (``-1``: unreadable) and
-    since when (monotonic s) it has matched ``n`` (``>= n`` with ``at_least``) read after read."""
+    """Reads of the driver's executor list while a change to ``n`` executors is verified: the last count (``-1``:
+    unreadable) and since when (monotonic s) it has been ``n`` read after read."""
 
     n: int
-    at_least: bool = False
     seen: int = -1
     since: float | None = None
 
     def note(self, now: float) -> None:
         """Record that ``seen`` was read at ``now``."""
-        if self.seen == self.n or (self.at_least and self.seen >= self.n):
+        if self.seen == self.n:
             self.since = now if self.since is None else self.since
         else:
             self.since = None
@@ -511,21 +510,16 @@ class SparkAgent:
                 pass
 
     def _wait_executors(
-        self,
-        n: int,
-        timeout_s: float,
-        at_least: bool = False,
-        settle_s: float = 0.0,
-        hold: CountHold | None = None,
+        self, hold: CountHold, timeout_s: float, settle_s: float = 0.0, any_running: bool = False
     ) -> int:
-        """The executors running once ``n`` (``>= n`` with ``at_least``) have been seen for ``settle_s`` seconds
-        in a row, or the last count at ``timeout_s``; surplus executors are killed meanwhile. ``hold``: the reads
-        made so far (the count may already have held while the caller waited for something else)."""
-        hold = hold or CountHold(n, at_least)
+        """Reads the executor count into ``hold`` until ``hold.n`` have been seen for ``settle_s`` seconds in a row
+        (counting the reads already in ``hold``: the count may have held while the caller waited for something
+        else), or with ``any_running`` until at least one runs; the last count, also at ``timeout_s``. Surplus
+        executors are killed meanwhile."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline and not self._stop.is_set():
             self._observe(hold)
-            if hold.held_for(time.monotonic()) >= settle_s:
+            if (hold.seen >= 1) if any_running else (hold.held_for(time.monotonic()) >= settle_s):
                 return hold.seen
             time.sleep(VERIFY_POLL_S)
         return hold.seen
@@ -561,7 +555,7 @@ class SparkAgent:
         error = ""
         try:
             self.scale_to(n)
-            seen = self._wait_executors(n, self.apply_timeout_s)
+            seen = self._wait_executors(CountHold(n), self.apply_timeout_s)
             if seen != n:
                 error = f"executors: {seen} running after {self.apply_timeout_s:.0f} s, {n} desired"
         except Exception as exc:  # noqa: BLE001 - reported in the ack
@@ -710,12 +704,9 @@ class SparkAgent:
             hold = CountHold(n)
             if not self._wait_running(self.apply_timeout_s, watch=hold):
                 error = "the restarted query did not start running"
-            deadline = time.monotonic() + self.apply_timeout_s
-            while hold.seen < 1 and time.monotonic() < deadline and not self._stop.is_set():
-                time.sleep(VERIFY_POLL_S)
-                self._observe(hold)
+            self._wait_executors(hold, self.apply_timeout_s, any_running=True)
             downtime = time.monotonic() - t0
-            seen = self._wait_executors(n, self.apply_timeout_s, settle_s=RESTART_SETTLE_S, hold=hold)
+            seen = self._wait_executors(hold, self.apply_timeout_s, settle_s=RESTART_SETTLE_S)
             if seen != n and not error:
                 error = f"executors: {seen} running after the restart, {n} desired"
         except Exception as exc:  # noqa: BLE001 - reported in the ack; try the old profile again

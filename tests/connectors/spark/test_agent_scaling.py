@@ -3,7 +3,7 @@ executors are killed first and the total is requested last (else the target ends
 
 from __future__ import annotations
 
-from connectors.spark.agent import SparkAgent
+from connectors.spark.agent import CountHold, SparkAgent
 
 
 class Recorder(SparkAgent):
@@ -73,9 +73,11 @@ def test_after_a_restart_a_late_surplus_executor_is_removed_before_the_count_is_
     monkeypatch.setattr("connectors.spark.agent.VERIFY_POLL_S", 0.01)
     one, two = [{"id": "0", "activeTasks": 1}], [{"id": "0", "activeTasks": 1}, {"id": "1", "activeTasks": 0}]
     agent = Sequence([one, one, two, two] + [one] * 1000)
-    assert agent._wait_executors(1, 5.0, settle_s=0.0) == 1 and agent.read == 1  # no window: the first read
+    assert (
+        agent._wait_executors(CountHold(1), 5.0, settle_s=0.0) == 1 and agent.read == 1
+    )  # no window: the first read
     agent = Sequence([one, one, two, two] + [one] * 1000)
-    assert agent._wait_executors(1, 5.0, settle_s=0.1) == 1
+    assert agent._wait_executors(CountHold(1), 5.0, settle_s=0.1) == 1
     assert ("kill", "1") in agent.calls  # the late one, idle, was removed
     assert agent.read > 4  # and the count held after it
 
@@ -85,17 +87,17 @@ def test_a_count_that_held_while_the_query_started_needs_no_further_settle(monke
     the settle window by then is acknowledged at the next read; a surplus read meanwhile restarts the window."""
     import time
 
-    from connectors.spark.agent import CountHold
-
     monkeypatch.setattr("connectors.spark.agent.VERIFY_POLL_S", 0.01)
     one, two = [{"id": "0", "activeTasks": 1}], [{"id": "0", "activeTasks": 1}, {"id": "1", "activeTasks": 0}]
     agent = Sequence([one] * 1000)
     hold = CountHold(1)
     agent._observe(hold)  # read while the query started
     time.sleep(0.3)
-    assert agent._wait_executors(1, 5.0, settle_s=0.3, hold=hold) == 1 and agent.read == 2
+    assert agent._wait_executors(hold, 5.0, settle_s=0.3) == 1 and agent.read == 2
     agent = Sequence([one] * 1000)
-    assert agent._wait_executors(1, 5.0, settle_s=0.3) == 1 and agent.read > 2  # without the earlier reads
+    assert (
+        agent._wait_executors(CountHold(1), 5.0, settle_s=0.3) == 1 and agent.read > 2
+    )  # without the earlier reads
 
     agent = Sequence([one, two, two] + [one] * 1000)  # (scale_to reads the list again)
     hold = CountHold(1)
@@ -103,4 +105,4 @@ def test_a_count_that_held_while_the_query_started_needs_no_further_settle(monke
     agent._observe(hold)  # the surplus registered: the window starts again, the surplus is killed
     assert hold.since is None and ("kill", "1") in agent.calls
     time.sleep(0.3)
-    assert agent._wait_executors(1, 5.0, settle_s=0.3, hold=hold) == 1 and agent.read > 4
+    assert agent._wait_executors(hold, 5.0, settle_s=0.3) == 1 and agent.read > 4
