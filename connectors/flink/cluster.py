@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 
 from connectors.flink.rest import FlinkRest, FlinkRestError
+from connectors.processes import runs_with
 
 ROOT = Path(__file__).resolve().parents[2]
 FLINK_VENV = ROOT / ".venv-flink"
@@ -61,6 +62,38 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def started_from(pid: int, proc_dir: Path) -> bool:
+    """Whether process ``pid`` is a Flink daemon started for ``proc_dir``: ``flink-daemon.sh`` passes every daemon
+    its log under the directory (``-Dlog.file=<proc_dir>/log/...``)."""
+    return runs_with(pid, f"-Dlog.file={proc_dir / 'log'}/")
+
+
+def drop_stale_pids(proc_dir: Path) -> list[int]:
+    """Remove from ``proc_dir``'s pid files (``flink-*.pid``) every pid that is no longer a process started for
+    ``proc_dir`` (:func:`started_from`); returns the pids removed.
+
+    ``flink-daemon.sh stop`` kills the last pid of its file after checking only that *some* process has it. A
+    daemon that died by itself (or with its process group) leaves its pid behind, and on a busy host the pid is
+    soon another process's: pid_max is 32,768 here and every JVM thread takes one. Stopping such a directory then
+    killed an unrelated process -- another cluster's TaskManager, say. Pruned first, ``stop`` kills only its own
+    daemons."""
+    removed: list[int] = []
+    for pid_file in sorted(proc_dir.glob("flink-*.pid")):
+        kept: list[str] = []
+        for line in pid_file.read_text().splitlines():
+            if not line.strip():
+                continue
+            if line.strip().isdigit() and started_from(int(line), proc_dir):
+                kept.append(line.strip())
+            else:
+                removed.extend([int(line)] if line.strip().isdigit() else [])
+        if kept:
+            pid_file.write_text("".join(f"{pid}\n" for pid in kept))
+        else:
+            pid_file.unlink()
+    return removed
 
 
 @dataclass(frozen=True)
@@ -161,6 +194,8 @@ class FlinkCluster:
 
     def _script(self, proc_dir: Path, script: str, action: str, timeout_s: float = 60.0) -> None:
         (proc_dir / "log").mkdir(parents=True, exist_ok=True)
+        if action == "stop":
+            drop_stale_pids(proc_dir)
         out = subprocess.run(
             ["bash", str(self.home / "bin" / script), action],
             env=self._env(proc_dir),
@@ -279,6 +314,15 @@ class FlinkCluster:
                 return line.split("JobID")[-1].strip()
         raise FlinkClusterError(
             f"flink run {script} failed ({out.returncode}): {out.stdout[-2000:]}{out.stderr[-3000:]}"
+        )
+
+    def job_diagnosis(self, job_id: str, seen: str = "") -> str:
+        """One line for a failure message: what the caller saw (``seen``), the job's state now, the TaskManagers
+        the JobManager lists and the job's latest root exception."""
+        rest = self.rest()
+        return (
+            f"{seen}; job state {rest.job(job_id)['state']}; TaskManagers registered: {self.taskmanager_ids()}; "
+            f"root exception: {rest.failure_cause(job_id) or 'none'}"
         )
 
     def cancel_all(self) -> None:

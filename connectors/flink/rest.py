@@ -75,6 +75,15 @@ class FlinkRest:
         """Names of the metrics the vertex's subtasks expose."""
         return [row["id"] for row in self.get(f"/jobs/{job_id}/vertices/{vertex_id}/subtasks/metrics") or []]
 
+    def failure_cause(self, job_id: str, limit: int = 2000) -> str:
+        """The job's latest root exception (``/jobs/:id/exceptions``), its first ``limit`` characters; ``""`` when
+        the job recorded none."""
+        history = self.get(f"/jobs/{job_id}/exceptions").get("exceptionHistory", {}).get("entries", [])
+        if not history:
+            return ""
+        latest = max(history, key=lambda e: e.get("timestamp", 0))
+        return f"{latest.get('exceptionName', '')}: {latest.get('stacktrace', '')}"[:limit]
+
     def resource_requirements(self, job_id: str) -> dict[str, Any]:
         return self.get(f"/jobs/{job_id}/resource-requirements")
 

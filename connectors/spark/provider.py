@@ -31,11 +31,22 @@ from pathlib import Path
 from typing import Any
 
 from connectors.infrastructure import Node, NodeProvider, NodeSpec, ProviderError, state_root
-from connectors.spark.cluster import master_json, process_alive, start_worker, stop_group
+from connectors.processes import cmdline
+from connectors.spark.cluster import master_json, start_worker, stop_group
 from connectors.spark.placement import resource_name, typed_workers
 
 #: how long ``release`` waits for the master to drop the stopped workers from its ALIVE list (s, upper bound)
 RELEASE_DEREGISTER_S = 30.0
+
+
+def _started_worker(entry: dict[str, Any]) -> bool:
+    """Whether the pid of a state entry is still the Worker the provider started (its web UI port on the command
+    line), not a process that took the pid since the Worker died."""
+    line = cmdline(int(entry["pid"])) or b""
+    return (
+        b"\0org.apache.spark.deploy.worker.Worker\0" in line
+        and f"\0--webui-port\0{entry['webui_port']}\0".encode() in line
+    )
 
 
 def _default_state_dir() -> Path:
@@ -159,7 +170,7 @@ class SparkWorkerProvider(NodeProvider):
                 w = alive.get(int(entry["webui_port"]))
                 if w is not None and int(w.get("coresused", 0)) > 0:
                     continue  # an executor runs there: refused
-                if process_alive(int(entry["pid"])):
+                if _started_worker(entry):
                     stop_group(int(entry["pid"]))
                 del state[node_id]
                 stopped.append(node_id)
@@ -185,7 +196,7 @@ class SparkWorkerProvider(NodeProvider):
         with self._state() as state:
             ids = list(state)
             for entry in state.values():
-                if process_alive(int(entry["pid"])):
+                if _started_worker(entry):
                     stop_group(int(entry["pid"]))
             state.clear()
         return ids

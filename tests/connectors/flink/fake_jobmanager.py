@@ -2,7 +2,8 @@
 demand (a job that fails exactly when its rescale is requested, a JobManager that vanishes mid-apply).
 
 It serves the calls the connector makes: ``/jobs/overview``, ``/jobs/<id>``, ``/jobs/<id>/resource-requirements``
-(GET and PUT), ``/overview`` and the vertices' subtask metrics. ``on_put`` decides what a PUT of resource
+(GET and PUT), ``/jobs/<id>/exceptions`` (``FakeJob.exceptions``), ``/overview`` and the vertices' subtask
+metrics. ``on_put`` decides what a PUT of resource
 requirements does to the job: a callable ``(job, put_number) -> None`` that edits the job in place."""
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ class FakeJob:
             vid: {"parallelism": {"lowerBound": 1, "upperBound": p}} for vid, _, p in VERTICES
         }
         self.puts: list[dict[str, Any]] = []
+        #: the job's exception history, oldest first (entries as Flink's REST API gives them)
+        self.exceptions: list[dict[str, Any]] = []
 
     def end(self, state: str) -> None:
         """The job reaches the terminal ``state`` (FAILED, CANCELED): every vertex with it."""
@@ -127,6 +130,8 @@ class FakeJobManager:
             return 200, job.details()
         if path == f"/jobs/{JOB_ID}/resource-requirements":
             return 200, job.requirements
+        if path == f"/jobs/{JOB_ID}/exceptions":
+            return 200, {"exceptionHistory": {"entries": job.exceptions[::-1], "truncated": False}}
         if path.startswith(f"/jobs/{JOB_ID}/vertices/") and path.endswith("/subtasks/metrics"):
             return 200, []
         return 404, {"errors": ["Not found."]}

@@ -8,10 +8,11 @@ from __future__ import annotations
 import threading
 
 import pytest
-from fake_jobmanager import FakeJob, FakeJobManager
+from fake_jobmanager import JOB_ID, FakeJob, FakeJobManager
 
 from connectors.base import Period, ScalingPlan
 from connectors.flink.connector import build
+from connectors.flink.rest import FlinkRest
 
 OPERATORS = ["sentences", "splitter", "counter", "top"]
 STREAMS = [("sentences", "splitter"), ("splitter", "counter"), ("counter", "top")]
@@ -190,3 +191,15 @@ def test_incomplete_operators_give_the_period_a_typed_cause():
         metrics = conn.monitor.collect(Period(2, 60.0, 120.0))
         assert metrics.operators["counter"].cause == Cause.JOB_FAILING
         assert metrics.cause == Cause.JOB_FAILING and metrics.cause in FAILING_CAUSES, metrics.reason
+
+
+def test_the_failure_cause_is_the_latest_root_exception_of_the_job():
+    with FakeJobManager() as jm:
+        rest = FlinkRest(jm.url)
+        assert rest.failure_cause(JOB_ID) == ""
+        jm.job.exceptions = [
+            {"exceptionName": "java.io.IOException", "stacktrace": "disk full", "timestamp": 1},
+            {"exceptionName": "NoResourceAvailableException", "stacktrace": "no slot" * 1000, "timestamp": 2},
+        ]
+        cause = rest.failure_cause(JOB_ID, limit=60)
+        assert cause.startswith("NoResourceAvailableException: no slot") and len(cause) == 60

@@ -39,11 +39,13 @@ def test_counts_stay_exact_across_several_rescales_in_a_row(shared_cluster):
     time.sleep(25)  # the job runs, checkpoints and counts for a while before the first restart
     for slot, (op, k) in enumerate(RESCALES, start=1):
         result = conn.realizer.apply(ScalingPlan({op: {"vm.small": k}}, slot=slot))
-        assert result.ok, (op, k, result.error)
+        assert result.ok, (op, k, result.error, cluster.job_diagnosis(job_id, "after the apply"))
         time.sleep(3)
     deadline = submitted + JOB["duration_s"] + 150
     while (state := cluster.rest().job(job_id)["state"]) != "FINISHED":
-        assert state not in ("FAILED", "CANCELED") and time.time() < deadline, state
+        assert state not in ("FAILED", "CANCELED") and time.time() < deadline, cluster.job_diagnosis(
+            job_id, state
+        )
         time.sleep(2)
     schedule = Schedule(load_rates(str(taxi_trace()), JOB["trace_start"], JOB["steps"]), JOB["step_s"],
                         JOB["rate_scale"], JOB["ticks_per_s"])  # fmt: skip

@@ -43,7 +43,9 @@ def test_taxi_job_binds_its_operators_and_counts_trips_per_zone_exactly(shared_c
 
     deadline = submitted + JOB["duration_s"] + 150
     while (state := shared_cluster.rest().job(job_id)["state"]) != "FINISHED":
-        assert state not in ("FAILED", "CANCELED") and time.time() < deadline, state
+        assert state not in ("FAILED", "CANCELED") and time.time() < deadline, shared_cluster.job_diagnosis(
+            job_id, state
+        )
         time.sleep(2)
     schedule = Schedule(load_rates(str(taxi_trace()), JOB["trace_start"], JOB["steps"]), JOB["step_s"],
                         JOB["rate_scale"], JOB["ticks_per_s"])  # fmt: skip
