@@ -31,7 +31,8 @@ from connectors.processes import runs_with
 
 ROOT = Path(__file__).resolve().parents[2]
 FLINK_VENV = ROOT / ".venv-flink"
-START_TIMEOUT_S = 60.0
+#: how long (s) a running JobManager or TaskManager may take to be ready (liveness bound on a loaded host)
+START_TIMEOUT_S = 240.0
 #: minimum TaskManager process memory (MiB) that fits a PyFlink worker
 MIN_TM_MEMORY_MB = 1024
 
@@ -94,6 +95,25 @@ def drop_stale_pids(proc_dir: Path) -> list[int]:
         else:
             pid_file.unlink()
     return removed
+
+
+def daemon_pids(proc_dir: Path) -> list[int]:
+    """The pids of ``proc_dir``'s pid files that run a daemon started for it (:func:`started_from`)."""
+    pids = []
+    for pid_file in sorted(proc_dir.glob("flink-*.pid")):
+        pids += [
+            int(x) for x in pid_file.read_text().split() if x.isdigit() and started_from(int(x), proc_dir)
+        ]
+    return pids
+
+
+def log_tail(proc_dir: Path, lines: int = 15) -> str:
+    """The last ``lines`` lines of the daemon's ``.out`` and ``.log`` files under ``proc_dir/log``."""
+    parts = []
+    for f in sorted((proc_dir / "log").glob("*.out")) + sorted((proc_dir / "log").glob("*.log")):
+        text = f.read_text(errors="replace").splitlines()[-lines:]
+        parts.append(f"{f.name}: " + " | ".join(text))
+    return "; ".join(parts) or f"no log in {proc_dir / 'log'}"
 
 
 @dataclass(frozen=True)
@@ -234,6 +254,9 @@ class FlinkCluster:
             return False
 
     def _wait(self, probe, what: str, proc_dir: Path, timeout_s: float = START_TIMEOUT_S):
+        """Poll ``probe`` until it answers truthy while the daemon of ``proc_dir`` runs. A daemon that exited
+        fails at once (its log's last lines in the error); one that runs but is not ready after ``timeout_s`` (a
+        bound for liveness, generous: a JVM starting on a loaded 2-core host took over 60 s) fails too."""
         deadline = time.monotonic() + timeout_s
         last: Exception | None = None
         while time.monotonic() < deadline:
@@ -243,6 +266,8 @@ class FlinkCluster:
                     return result
             except (FlinkRestError, KeyError) as exc:
                 last = exc
+            if not daemon_pids(proc_dir):
+                raise FlinkClusterError(f"{what} exited before it was ready ({last}): {log_tail(proc_dir)}")
             time.sleep(0.5)
         raise FlinkClusterError(
             f"{what} not ready after {timeout_s:.0f} s ({last}); logs in {proc_dir / 'log'}"

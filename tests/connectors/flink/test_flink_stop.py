@@ -72,3 +72,17 @@ def test_stale_pids_are_dropped_and_a_file_with_none_left_is_removed(tmp_path):
         for p in (own, stranger):
             p.kill()
             p.wait()
+
+
+def test_a_daemon_that_exits_before_it_is_ready_fails_at_once_with_its_log(cluster):
+    tm = cluster.root / "tm" / "tm-2"
+    (tm / "log").mkdir(parents=True)
+    (tm / "log" / "flink-taskexecutor-0.out").write_text("Error: Could not reserve enough space\n")
+    gone = _sleeper(f"-Dlog.file={tm / 'log'}/flink-taskexecutor-0.log")
+    _pid_file(tm).write_text(f"{gone.pid}\n")
+    gone.kill()
+    gone.wait()
+    probes = []
+    with pytest.raises(FlinkClusterError, match="exited before it was ready.*Could not reserve enough space"):
+        cluster._wait(lambda: probes.append(1), "TaskManager tm-2", tm)
+    assert len(probes) == 1  # at the first poll, not after the liveness bound (START_TIMEOUT_S)
