@@ -26,7 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-READY_TIMEOUT_S = 60.0
+#: how long (s) a running master or worker may take to be ready; one that exits fails at once (a liveness bound:
+#: Flink's daemons took over 60 s on this 2-core host at load 16)
+READY_TIMEOUT_S = 240.0
 
 
 def spark_home() -> Path:
