@@ -345,8 +345,16 @@ class FlinkCluster:
         """One line for a failure message: what the caller saw (``seen``), the job's state now, the TaskManagers
         the JobManager lists and the job's latest root exception."""
         rest = self.rest()
+        registered = self.taskmanager_ids()
+        gone = {
+            node_id: ("running" if daemon_pids(self.root / "tm" / node_id) else "exited")
+            + f": {log_tail(self.root / 'tm' / node_id, 5)}"
+            for node_id in self.local_taskmanagers()
+            if node_id not in registered
+        }
         return (
-            f"{seen}; job state {rest.job(job_id)['state']}; TaskManagers registered: {self.taskmanager_ids()}; "
+            f"{seen}; job state {rest.job(job_id)['state']}; TaskManagers registered: {registered}"
+            f"{f', started here and not registered: {gone}' if gone else ''}; "
             f"root exception: {rest.failure_cause(job_id) or 'none'}"
         )
 
