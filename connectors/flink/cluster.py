@@ -66,9 +66,10 @@ def free_port() -> int:
 
 
 def started_from(pid: int, proc_dir: Path) -> bool:
-    """Whether process ``pid`` is a Flink daemon started for ``proc_dir``: ``flink-daemon.sh`` passes every daemon
-    its log under the directory (``-Dlog.file=<proc_dir>/log/...``)."""
-    return runs_with(pid, f"-Dlog.file={proc_dir / 'log'}/")
+    """Whether process ``pid`` is a Flink daemon started for ``proc_dir``: the start scripts pass every daemon
+    ``--configDir <proc_dir>/conf``, which the launching shell has on its command line too until it execs the
+    JVM (the pid file is written meanwhile: under load a poll can see the shell)."""
+    return runs_with(pid, "--configDir", str(proc_dir / "conf"))
 
 
 def drop_stale_pids(proc_dir: Path) -> list[int]:

@@ -44,7 +44,7 @@ def cluster(tmp_path) -> FlinkCluster:
 def test_stop_kills_the_daemon_of_its_directory_and_spares_a_process_that_took_a_stale_pid(cluster):
     tm = cluster.root / "tm" / "tm-1"
     cluster._write_conf(tm / "conf", {})
-    own = _sleeper(f"-Dlog.file={tm / 'log'}/flink-taskexecutor-0.log")  # as flink-daemon.sh starts one
+    own = _sleeper("--configDir", str(tm / "conf"))  # as flink-daemon.sh starts one
     stranger = _sleeper()  # a process that got the pid of a daemon that died
     try:
         _pid_file(tm).write_text(f"{own.pid}\n{stranger.pid}\n")  # stop takes the last line first
@@ -58,7 +58,7 @@ def test_stop_kills_the_daemon_of_its_directory_and_spares_a_process_that_took_a
 
 
 def test_stale_pids_are_dropped_and_a_file_with_none_left_is_removed(tmp_path):
-    own = _sleeper(f"-Dlog.file={tmp_path / 'log'}/x.log")
+    own = _sleeper("--configDir", str(tmp_path / "conf"))
     stranger = _sleeper()
     try:
         pid_file = tmp_path / "flink--standalonesession.pid"
@@ -78,7 +78,7 @@ def test_a_daemon_that_exits_before_it_is_ready_fails_at_once_with_its_log(clust
     tm = cluster.root / "tm" / "tm-2"
     (tm / "log").mkdir(parents=True)
     (tm / "log" / "flink-taskexecutor-0.out").write_text("Error: Could not reserve enough space\n")
-    gone = _sleeper(f"-Dlog.file={tm / 'log'}/flink-taskexecutor-0.log")
+    gone = _sleeper("--configDir", str(tm / "conf"))
     _pid_file(tm).write_text(f"{gone.pid}\n")
     gone.kill()
     gone.wait()
