@@ -27,11 +27,12 @@ plan is made again on every surprise, so a controller reacts to a rate it did no
 times at 64 periods ahead -- made the plan carry a spare replica on infrastructure B, where a violation costs as
 much as ~900 periods of a replica). The first ``fine_steps`` stages are one period each; the rest of the near
 ``horizon`` is cut in blocks of ``block_steps`` periods (one action per block), and beyond it blocks double in
-length until ``horizon_recoups`` *recoup periods* (:func:`recoup_periods`: the periods in which one unit of speed's
-resource cost repays a reconfiguration, ``w_rcf C_max / (w_res price per speedup)``; 20 on infrastructure A with
-K_max 10, 300 on B with K_max 10, 600 with K_max 20) or the forecaster's longest season: the far future only has
-to say whether a change now will pay for itself, and on B a 64-period plan never saw the way back from a flash
-crowd's deployment pay. Blocks longer than ``block_steps`` periods are cut into ``block_steps`` even spans
+length until ``horizon_recoups`` *recoup periods* (:func:`recoup_periods`: the periods in which the smallest price
+step between node types repays a reconfiguration, ``w_rcf C_max / (w_res step)``; 67 on infrastructure A with
+K_max 10 (step 0.3), 133 with K_max 20, 316 on B with K_max 10 (step 0.95), 632 with K_max 20) or the
+forecaster's longest season: the far future only has to say whether a change now will pay for itself; on B a
+64-period plan never saw the way back from a flash crowd's deployment pay, and on A a plan that only saw a unit
+of speed repay (20 periods) never saw a change of node type pay. Blocks longer than ``block_steps`` periods are cut into ``block_steps`` even spans
 (:func:`stage_spans`), each evaluated at its highest forecast (:func:`stage_points` gives the error horizon): at a
 span's middle period a peak narrower than the span (up to 64 periods on B) was charged or missed depending on
 where the spans fell, differently from one replan to the next. The first action is executed (one replica per
@@ -95,7 +96,8 @@ HORIZON = 64  # periods planned ahead in fine stages and blocks of block_steps (
 HORIZON_RECOUPS = (
     2.0  # ... and beyond, in blocks doubling in length, until this many recoup periods (the periods
 )
-#                        in which one unit of speed's resource cost repays a reconfiguration; module doc); 0 = none
+#                        in which the smallest price step between node types repays a reconfiguration: 2 = one
+#                        swap's two reconfigurations; module doc); 0 = none
 REACTION_PERIODS = (
     1  # the plan reads the forecast-error distribution of min(h, this) periods ahead (module doc)
 )
@@ -559,14 +561,27 @@ class Predictive(Policy):
 
 
 def recoup_periods(spec: OperatorSpec) -> float:
-    """Periods in which the resource cost of one unit of speed (a speedup-1 node at the median price per speedup
-    of the node types) repays one reconfiguration: ``w_rcf C_max / (w_res price_per_speedup)``; 0 when nothing
-    is repaid (no resource weight or free nodes)."""
+    """Periods in which the smallest saving of one change repays one reconfiguration: ``w_rcf C_max / (w_res
+    step)``, ``step`` the smallest positive price step ($/h) between two node types (a replica swapped for one of
+    the next price down, which with the swap's two reconfigurations is what ``horizon_recoups`` = 2 covers); with
+    a single price, the price of one unit of speed (a speedup-1 node at the median price per speedup of the node
+    types). 0 when nothing is repaid (no resource weight or free nodes).
+
+    A plan that only saw a unit of speed repay (20 periods on infrastructure A with K_max 10: a 64-period plan)
+    never saw a change of node type pay for itself (on A a swap saves 0.3 $/h: 67 periods a reconfiguration),
+    and held the node type it had: type-2 deployments through the day, whose capacity steps of 219 tuples/s
+    cost more than type 0's 165 (a 150,000-period diagnostic: 32 % of the periods in three type-2 replicas, where
+    the bound held three type-0 ones 35 % of the time)."""
     w = spec.weights
-    unit = float(np.median(np.asarray(spec.prices, dtype=float) / np.asarray(spec.speedups, dtype=float)))
-    if w.res <= 0 or unit <= 0:
+    prices = np.unique(np.asarray(spec.prices, dtype=float))
+    steps = np.diff(prices)
+    if len(steps):
+        step = float(steps.min())
+    else:
+        step = float(np.median(np.asarray(spec.prices, dtype=float) / np.asarray(spec.speedups, dtype=float)))
+    if w.res <= 0 or step <= 0:
         return 0.0
-    return w.rcf * spec.cost_scale / (w.res * unit)
+    return w.rcf * spec.cost_scale / (w.res * step)
 
 
 def stage_edges(horizon: int, fine: int, block: int, near: int) -> np.ndarray:

@@ -179,7 +179,7 @@ def test_the_plan_leaves_a_flash_crowds_deployment_once_the_savings_repay_the_mo
     64-period plan never sees the 4 removals back from a flash crowd's 6 replicas pay for themselves and held
     6 replicas for the rest of the run. The horizon reaching ``horizon_recoups`` recoup periods leaves them."""
     spec = paper_spec("B", 3, 10)
-    assert recoup_periods(spec) == pytest.approx(0.2 * spec.cost_scale / 0.2)
+    assert recoup_periods(spec) == pytest.approx(0.2 * spec.cost_scale / (0.2 * 0.95))  # price step 1 - 0.05
     trace = noisy(flash_shape(), 0)
     after = slice(len(trace) // 2 + 15 + 300, None)  # from one recoup time after the flash crowd on
     mean = {}
@@ -324,10 +324,32 @@ def test_stage_spans_tile_the_horizon_around_the_evaluated_periods():
 
 def test_the_far_horizon_follows_the_weights_and_prices():
     a, b = paper_spec("A", 3, 10), paper_spec("B", 3, 20)
-    # A: a replica repays a reconfiguration in 20 periods, inside the near horizon; B K20: in 600
-    assert Predictive(a).horizon == 64
-    assert Predictive(b).horizon == 1200
+    # the smallest price step between node types repays a reconfiguration in 0.2 C_max / (0.2 step) periods:
+    # A K10 (prices 0.7, 1, 1.3): 20 / 0.3 = 67; B K20 (prices 0.05, 1, 30): 600 / 0.95 = 632
+    assert recoup_periods(a) == pytest.approx(20.0 / 0.3)
+    assert Predictive(a).horizon == 134
+    assert Predictive(b).horizon == 1264
     assert Predictive(b, {"horizon_recoups": 0.0}).horizon == 64
+    one_price = paper_spec("A", 1, 10)  # a single node type: a removal saves the unit of speed's price
+    assert recoup_periods(one_price) == pytest.approx(20.0)
+
+
+def test_the_plan_sees_a_change_of_node_type_pay_on_a():
+    """Infrastructure A, K_max 10, the shipped month of Taxi: a plan that only saw one unit of speed's price repay
+    a reconfiguration (20 periods; its horizon stayed at 64) held the node type it had. Reaching two recoup
+    periods of the price step between node types (0.3: 67 periods), it costs less and reconfigures less
+    (measured: 0.029500 against 0.029587, 284 against 298 reconfigurations)."""
+    spec = paper_spec("A", 3, 10)
+    trace = load_trace(SHIPPED_TRACES_DIR / "taxi_last_month.txt")
+    # the horizon of the rule before: two recoups of one unit of speed (40 periods), inside the near 64
+    before = {"horizon_recoups": 2.0 * 20.0 / recoup_periods(spec)}
+    runs = {
+        name: run_operator(trace, Predictive(spec, params), spec=spec)
+        for name, params in (("now", {}), ("before", before))
+    }
+    assert Predictive(spec, before).horizon == 64
+    assert runs["now"].summary()["avg_cost"] < runs["before"].summary()["avg_cost"]
+    assert runs["now"].reconfiguration.sum() < runs["before"].reconfiguration.sum()
 
 
 def test_a_committed_forecast_is_the_forecast_of_a_past_level_decayed_since():
