@@ -16,14 +16,9 @@ def cmdline(pid: int) -> bytes | None:
 
 
 def runs_with(pid: int, *arguments: str) -> bool:
-    """Whether process ``pid`` runs and its command line has every one of ``arguments`` as a whole argument or,
-    for an argument ending in ``=`` or ``/``, as the start of one (``-Dlog.file=`` + a path, a directory)."""
+    """Whether process ``pid`` runs and its command line holds ``arguments`` one after the other, each a whole
+    argument (``runs_with(pid, "--webui-port", "8081")``)."""
     line = cmdline(pid)
     if not line:
         return False
-    args = line.split(b"\0")
-    for wanted in arguments:
-        w = wanted.encode()
-        if not any(a == w or (w.endswith((b"=", b"/")) and a.startswith(w)) for a in args):
-            return False
-    return True
+    return ("\0" + "\0".join(arguments) + "\0").encode() in b"\0" + line

@@ -72,9 +72,17 @@ def started_from(pid: int, proc_dir: Path) -> bool:
     return runs_with(pid, "--configDir", str(proc_dir / "conf"))
 
 
+def _pid_files(proc_dir: Path) -> dict[Path, list[int]]:
+    """``proc_dir``'s pid files (``flink-*.pid``, written by ``flink-daemon.sh``) and the pids each lists."""
+    return {
+        f: [int(x) for x in f.read_text().split() if x.isdigit()]
+        for f in sorted(proc_dir.glob("flink-*.pid"))
+    }
+
+
 def drop_stale_pids(proc_dir: Path) -> list[int]:
-    """Remove from ``proc_dir``'s pid files (``flink-*.pid``) every pid that is no longer a process started for
-    ``proc_dir`` (:func:`started_from`); returns the pids removed.
+    """Remove from ``proc_dir``'s pid files every pid that is no longer a process started for ``proc_dir``
+    (:func:`started_from`); returns the pids removed.
 
     ``flink-daemon.sh stop`` kills the last pid of its file after checking only that *some* process has it. A
     daemon that died by itself (or with its process group) leaves its pid behind, and on a busy host the pid is
@@ -82,15 +90,9 @@ def drop_stale_pids(proc_dir: Path) -> list[int]:
     killed an unrelated process -- another cluster's TaskManager, say. Pruned first, ``stop`` kills only its own
     daemons."""
     removed: list[int] = []
-    for pid_file in sorted(proc_dir.glob("flink-*.pid")):
-        kept: list[str] = []
-        for line in pid_file.read_text().splitlines():
-            if not line.strip():
-                continue
-            if line.strip().isdigit() and started_from(int(line), proc_dir):
-                kept.append(line.strip())
-            else:
-                removed.extend([int(line)] if line.strip().isdigit() else [])
+    for pid_file, pids in _pid_files(proc_dir).items():
+        kept = [pid for pid in pids if started_from(pid, proc_dir)]
+        removed += [pid for pid in pids if pid not in kept]
         if kept:
             pid_file.write_text("".join(f"{pid}\n" for pid in kept))
         else:
@@ -100,12 +102,7 @@ def drop_stale_pids(proc_dir: Path) -> list[int]:
 
 def daemon_pids(proc_dir: Path) -> list[int]:
     """The pids of ``proc_dir``'s pid files that run a daemon started for it (:func:`started_from`)."""
-    pids = []
-    for pid_file in sorted(proc_dir.glob("flink-*.pid")):
-        pids += [
-            int(x) for x in pid_file.read_text().split() if x.isdigit() and started_from(int(x), proc_dir)
-        ]
-    return pids
+    return [pid for pids in _pid_files(proc_dir).values() for pid in pids if started_from(pid, proc_dir)]
 
 
 def log_tail(proc_dir: Path, lines: int = 15) -> str:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from connectors.infrastructure import Node, NodeProvider, NodeSpec, ProviderError, state_root
-from connectors.processes import cmdline
+from connectors.processes import runs_with
 from connectors.spark.cluster import master_json, start_worker, stop_group
 from connectors.spark.placement import resource_name, typed_workers
 
@@ -42,10 +42,9 @@ RELEASE_DEREGISTER_S = 30.0
 def _started_worker(entry: dict[str, Any]) -> bool:
     """Whether the pid of a state entry is still the Worker the provider started (its web UI port on the command
     line), not a process that took the pid since the Worker died."""
-    line = cmdline(int(entry["pid"])) or b""
-    return (
-        b"\0org.apache.spark.deploy.worker.Worker\0" in line
-        and f"\0--webui-port\0{entry['webui_port']}\0".encode() in line
+    pid = int(entry["pid"])
+    return runs_with(pid, "org.apache.spark.deploy.worker.Worker") and runs_with(
+        pid, "--webui-port", str(entry["webui_port"])
     )
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from connectors.processes import cmdline, runs_with
 from connectors.spark.provider import _started_worker
@@ -19,17 +18,18 @@ def _sleeper(*extra: str) -> subprocess.Popen:
     return proc
 
 
-def test_arguments_match_whole_or_as_a_prefix_ending_in_a_separator():
-    p = _sleeper("-Dlog.file=/var/x/tm-1/log/flink.log", "--cores", "1")
+def test_arguments_match_whole_and_one_after_the_other():
+    p = _sleeper("--configDir", "/var/x/tm-1/conf", "--cores", "1")
     try:
+        assert runs_with(p.pid, "--configDir", "/var/x/tm-1/conf")
         assert runs_with(p.pid, "--cores", "1")
-        assert runs_with(p.pid, "-Dlog.file=/var/x/tm-1/log/")
-        assert not runs_with(p.pid, "-Dlog.file=/var/x/tm-10/log/")  # another daemon's directory
-        assert not runs_with(p.pid, "--core")  # no prefix match without a separator at its end
+        assert not runs_with(p.pid, "--configDir", "/var/x/tm-10/conf")  # another daemon's directory
+        assert not runs_with(p.pid, "--core")  # a whole argument, not a prefix
+        assert not runs_with(p.pid, "--configDir", "1")  # both there, not one after the other
     finally:
         p.kill()
         p.wait()
-    assert cmdline(p.pid) is None and not runs_with(p.pid, "--cores")
+    assert not runs_with(p.pid, "--cores")
 
 
 def test_a_spark_state_entry_names_its_worker_only_while_the_pid_runs_that_worker():
@@ -43,6 +43,4 @@ def test_a_spark_state_entry_names_its_worker_only_while_the_pid_runs_that_worke
         for p in (worker, stranger):
             p.kill()
             p.wait()
-    assert not Path(f"/proc/{worker.pid}").exists() or not _started_worker(
-        {"pid": worker.pid, "webui_port": 40123}
-    )
+    assert not _started_worker({"pid": worker.pid, "webui_port": 40123})  # the worker is gone
