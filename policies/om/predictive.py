@@ -33,8 +33,8 @@ K_max 10 (step 0.3), 133 with K_max 20, 316 on B with K_max 10 (step 0.95), 632 
 forecaster's longest season: the far future only has to say whether a change now will pay for itself; on B a
 64-period plan never saw the way back from a flash crowd's deployment pay, and on A a plan that only saw a unit
 of speed repay (20 periods) never saw a change of node type pay. Blocks longer than ``block_steps`` periods
-are cut into ``block_steps`` even spans (:func:`stage_spans`), each evaluated at its highest forecast (:func:`stage_points` gives the error horizon): at a
-span's middle period a peak narrower than the span (up to 64 periods on B) was charged or missed depending on
+are cut into ``block_steps`` even spans (:func:`stage_spans`), each evaluated at its highest forecast
+(:func:`stage_points` gives the error horizon): at a span's middle period a peak narrower than the span (up to 64 periods on B) was charged or missed depending on
 where the spans fell, differently from one replan to the next. The first action is executed (one replica per
 period, the papers' action set). The plan's per-stage decisions are kept and followed for ``replan_every`` periods,
 or until the learned bounds change, the operator violates, or the rate leaves the band of the plan's
