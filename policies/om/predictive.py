@@ -34,11 +34,11 @@ forecaster's longest season: the far future only has to say whether a change now
 64-period plan never saw the way back from a flash crowd's deployment pay, and on A a plan that only saw a unit
 of speed repay (20 periods) never saw a change of node type pay. Blocks longer than ``block_steps`` periods
 are cut into ``block_steps`` even spans (:func:`stage_spans`), each evaluated at its highest forecast
-(:func:`stage_points` gives the error horizon): at a span's middle period a peak narrower than the span (up to 64 periods on B) was charged or missed depending on
-where the spans fell, differently from one replan to the next. The first action is executed (one replica per
-period, the papers' action set). The plan's per-stage decisions are kept and followed for ``replan_every`` periods,
-or until the learned bounds change, the operator violates, or the rate leaves the band of the plan's
-forecast (``replan_sigmas`` standard deviations of the one-period error).
+(:func:`stage_points` gives the error horizon): at a span's middle period a peak narrower than the span (up to 64
+periods on B) was charged or missed depending on where the spans fell, differently from one replan to the next. The
+first action is executed (one replica per period, the papers' action set). The plan's per-stage decisions are kept
+and followed for ``replan_every`` periods, or until the learned bounds change, the operator violates, or the
+rate leaves the band of the plan's forecast (``replan_sigmas`` standard deviations of the one-period error).
 
 Commitment (``commit_changes``): a plan takes its forecast as certain beyond the next period, but the residual
 level it is made on moves with every one-period error (by ``level_alpha`` of it), and a plan remade on it undid
