@@ -3,6 +3,8 @@
 - :func:`greedy_map`: for tabular agents (``ql``, ``ql-pds``, ``ql-pds-plus``), the greedy action of every
   visited deployment at every rate level, and its estimated value (lower is better).
 - :func:`learning_curve`: cumulative average of per-period costs (the quantity the paper's learning curves show).
+- :func:`engine_fit`: the micro-batch engine model an OM fitted from its own periods (``model-based``), with its
+  error.
 """
 
 from __future__ import annotations
@@ -19,6 +21,18 @@ def is_tabular(policy: Policy) -> bool:
     from policies.om.qlearning import _TabularBase
 
     return isinstance(policy, _TabularBase)
+
+
+def engine_fit(policy: Policy) -> dict[str, Any] | None:
+    """The engine model ``policy`` fitted online (:meth:`policies.engine_model.MicroBatchModel.summary`: overhead s,
+    cost ms per record, scaling exponent, post-change penalty, latency offset s, RMSE s, periods, ready); None
+    when the policy keeps no engine model or has observed no batch."""
+    from policies.engine_model import MicroBatchModel
+
+    engine = getattr(policy, "engine", None)
+    if not isinstance(engine, MicroBatchModel) or not engine.samples:
+        return None
+    return engine.summary()
 
 
 def greedy_map(policy: Policy, max_deployments: int = 60) -> dict[str, Any]:

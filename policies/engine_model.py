@@ -9,25 +9,30 @@ What a micro-batch engine does that a per-record queue (``policies.operator_mode
   work goes as ``r / e`` with the *effective parallelism* ``e = P / ceil(P / k)`` (``k`` when ``P`` is unknown):
   executors beyond a divisor of ``P`` add nothing;
 - a batch that outlasts the trigger interval ``T`` makes the next one larger (**backlog carried** across batches);
-- for a batch or two after an executor joins, batches are **slower** (cold Python workers, state reloaded).
+- for a batch or two after an executor joins, batches are **slower** (cold Python workers, state reloaded);
+- executors need not add work linearly: on a host with fewer cores than executors, or with a shared driver, ``k``
+  executors do the work of ``e(k) ** alpha`` (the **scaling exponent** ``alpha`` in (0, 1], learned).
 
 The model::
 
-    batch duration (s) = overhead_s + cost_s_per_record x records / effective_parallelism
+    batch duration (s) = overhead_s + cost_s_per_record x records / effective_parallelism ** alpha
 
 is fitted by least squares over a forgetting window of the last :data:`WINDOW` periods (each period gives one
 sample: its mean batch duration and mean records per batch, which the linear model relates exactly as it
 relates single batches). A window whose batch sizes per executor do not spread by :data:`MIN_SPREAD` (a steady
 load on one executor count) identifies the line's level but not its slope: it keeps the per-record cost of the
 last window that spread and refits the overhead. Periods within :data:`SETTLE_PERIODS` of an executor change are
-kept out of the fit;
-the ratio of their measured duration to the fit's prediction is the **post-change penalty** (mean over the
+kept out of the fit. ``alpha`` is chosen on a grid (:data:`SCALING_EXPONENTS`) once the settled periods ran on
+two executor counts or more: the one of smallest squared error, kept only when it beats linear scaling by more
+than the noise does (an F-test at :data:`SCALING_F`); a window on one executor count keeps the last exponent
+learned. The ratio of their measured duration to the fit's prediction is the **post-change penalty** (mean over the
 window, 1 before any). The mean response time is predicted as ``max(T, d) / 2 + d + offset`` (a record waits
 half a trigger interval -- or half a batch when batches run back to back -- then its batch runs); ``offset``
 (s, may be negative) is the mean gap between the measured response time and that formula, learned too.
 
 Everything is learned from the operator's metrics; the settings (:data:`WINDOW`, :data:`MIN_SAMPLES`,
-:data:`MIN_SPREAD`, :data:`SETTLE_PERIODS`) are declared here. Pure numpy, no Django; ``to_state()`` /
+:data:`MIN_SPREAD`, :data:`SETTLE_PERIODS`, :data:`SCALING_EXPONENTS`, :data:`SCALING_F`) are declared
+here. Pure numpy, no Django; ``to_state()`` /
 ``from_state()`` round-trip exactly through JSON.
 """
 
@@ -51,18 +56,23 @@ SETTLE_PERIODS = 2  # periods after an executor change whose batches measure the
 CATCH_UP_TOLERANCE = (
     0.05  # a batch this close (fraction) to the steady-state one has caught up (no bound given)
 )
+#: candidate scaling exponents (alpha: k executors do e(k) ** alpha executors' work), from 0.2 to 1 by 0.05
+SCALING_EXPONENTS = tuple(round(0.2 + 0.05 * i, 2) for i in range(17))
+SCALING_F = 4.0  # F statistic a smaller exponent must beat (one parameter more, about the 95 % level)
 MAX_BATCHES_PER_PERIOD = 10_000  # guard of the backlog simulation (batches of one period)
 
 
-def effective_parallelism(executors: float, partitions: int | None = None, speed: float = 1.0) -> float:
-    """Executors' worth of parallel work of a batch: ``speed x P / ceil(P / k)`` with ``P`` partitions and ``k``
-    executors (``speed x k`` when ``P`` is unknown). ``speed``: relative speed of the slowest executor type."""
+def effective_parallelism(
+    executors: float, partitions: int | None = None, speed: float = 1.0, exponent: float = 1.0
+) -> float:
+    """Executors' worth of parallel work of a batch: ``speed x (P / ceil(P / k)) ** exponent`` with ``P``
+    partitions and ``k`` executors (``speed x k ** exponent`` when ``P`` is unknown). ``speed``: relative speed of
+    the slowest executor type; ``exponent``: the learned scaling exponent (1: linear in the waves)."""
     k = float(executors)
     if k <= 0:
         return 0.0
-    if partitions is None or partitions <= 0:
-        return speed * k
-    return speed * partitions / math.ceil(partitions / k)
+    waves_parallelism = k if partitions is None or partitions <= 0 else partitions / math.ceil(partitions / k)
+    return speed * waves_parallelism**exponent
 
 
 @dataclass(frozen=True)
@@ -83,8 +93,12 @@ class Sample:
 
     @property
     def work(self) -> float:
-        """records / effective parallelism (records per executor-equivalent)."""
-        return self.records / effective_parallelism(self.executors, self.partitions, self.speed)
+        """records / effective parallelism (records per executor-equivalent), linear scaling."""
+        return self.work_at(1.0)
+
+    def work_at(self, exponent: float) -> float:
+        """records / effective parallelism with scaling exponent ``exponent``."""
+        return self.records / effective_parallelism(self.executors, self.partitions, self.speed, exponent)
 
 
 @dataclass(frozen=True)
@@ -101,6 +115,7 @@ class Fit:
     penalty: float
     latency_offset_s: float
     executor_counts: int
+    scaling_exponent: float = 1.0  # alpha: k executors do effective_parallelism ** alpha executors' work
 
 
 class MicroBatchModel:
@@ -127,6 +142,8 @@ class MicroBatchModel:
         #: s per record of the last window whose batch sizes spread (None: never): carried through a window
         #: that cannot separate the overhead from the per-record cost
         self.cost_s_per_record: float | None = None
+        #: the scaling exponent of the last window that ran on two executor counts or more (1 before any)
+        self.scaling_exponent: float = 1.0
 
     # ---- learning ------------------------------------------------------------------------------------------
     def observe(
@@ -184,10 +201,13 @@ class MicroBatchModel:
         settled = [s for s in self.samples if not s.settling]
         if len(settled) < 2:
             return None
-        x = np.array([s.work for s in settled])
         y = np.array([s.duration_s for s in settled])
-        mean_x = float(x.mean())
-        if not x.std() > MIN_SPREAD * mean_x:
+        counts = len({s.executors for s in settled})
+        linear_work = np.array([s.work for s in settled])
+        spread = bool(linear_work.std() > MIN_SPREAD * float(linear_work.mean()))
+        alpha = self._scaling_exponent(settled, y) if spread and counts >= 2 else self.scaling_exponent
+        x = np.array([s.work_at(alpha) for s in settled])
+        if not spread:
             # batches of one size identify the level of the line, not its slope: keep the per-record cost of the
             # last window that spread (a steady load on one executor count for a whole window must not make the
             # model forget what it knew), and refit the overhead to the window
@@ -196,15 +216,15 @@ class MicroBatchModel:
             b = self.cost_s_per_record
             a = max(float(np.mean(y - b * x)), 0.0)
         else:
-            b, a = np.polyfit(x, y, 1)
-            if a < 0.0:  # no negative overhead: the line through the origin
-                a, b = 0.0, float(x @ y / (x @ x))
-            if not b > 0.0:
+            line = _line_fit(x, y)
+            if line is None:
                 return None
+            a, b = line
             self.cost_s_per_record = float(b)
+            self.scaling_exponent = alpha
         resid = y - (a + b * x)
         rmse = float(np.sqrt(np.mean(resid * resid)))
-        ratios = [s.duration_s / (a + b * s.work) for s in self.samples if s.settling]
+        ratios = [s.duration_s / (a + b * s.work_at(alpha)) for s in self.samples if s.settling]
         penalty = float(np.mean(ratios)) if ratios else 1.0
         gaps = [
             s.response_time_s - _latency(s.duration_s, s.interval_s)
@@ -212,9 +232,34 @@ class MicroBatchModel:
             if s.response_time_s is not None
         ]
         offset = float(np.mean(gaps)) if gaps else 0.0
-        counts = len({s.executors for s in settled})
-        self._fit = Fit(float(a), float(b), rmse, len(settled), penalty, offset, counts)
+        self._fit = Fit(float(a), float(b), rmse, len(settled), penalty, offset, counts, alpha)
         return self._fit
+
+    @staticmethod
+    def _scaling_exponent(settled: list[Sample], y: np.ndarray) -> float:
+        """The exponent of :data:`SCALING_EXPONENTS` whose line fit has the smallest squared error, if it beats
+        linear scaling (1) by more than noise: an F-test of the one extra parameter at :data:`SCALING_F` (periods
+        on two executor counts or more; 1 otherwise)."""
+        errors: dict[float, float] = {}
+        for alpha in SCALING_EXPONENTS:
+            x = np.array([s.work_at(alpha) for s in settled])
+            line = _line_fit(x, y)
+            if line is not None:
+                resid = y - (line[0] + line[1] * x)
+                errors[alpha] = float(resid @ resid)
+        dof = len(settled) - 3  # overhead, per-record cost, exponent
+        if not errors or dof < 1:
+            return 1.0
+        best = min(errors, key=lambda a: (errors[a], -a))
+        linear = errors.get(1.0, math.inf)
+        if best == 1.0 or linear - errors[best] <= SCALING_F * errors[best] / dof:
+            return 1.0
+        return best
+
+    def parallelism(self, executors: int, partitions: int | None = None, speed: float = 1.0) -> float:
+        """Executors' worth of work of ``executors`` under the fitted scaling exponent (linear before a fit)."""
+        f = self.fit()
+        return effective_parallelism(executors, partitions, speed, 1.0 if f is None else f.scaling_exponent)
 
     @property
     def ready(self) -> bool:
@@ -241,7 +286,7 @@ class MicroBatchModel:
         """Duration (s) of one batch of ``records`` records; ``settling``: right after an executor change (x the
         measured penalty)."""
         f = self._params()
-        e = effective_parallelism(executors, partitions, speed)
+        e = effective_parallelism(executors, partitions, speed, f.scaling_exponent)
         if e <= 0:
             return math.inf
         d = f.overhead_s + f.cost_s_per_record * records / e
@@ -259,7 +304,7 @@ class MicroBatchModel:
         fits in the interval ``T``; else batches run back to back and settle at ``a / (1 - b rate / e)``
         (``inf`` at or beyond the capacity)."""
         f = self._params()
-        e = effective_parallelism(executors, partitions, speed)
+        e = effective_parallelism(executors, partitions, speed, f.scaling_exponent)
         return steady_batch_s(f.overhead_s, f.cost_s_per_record, rate, e, interval_s)
 
     def predict_latency_s(
@@ -289,13 +334,14 @@ class MicroBatchModel:
             interval_s=float(interval_s or 0.0),
             partitions=int(partitions or 0),
             latency_offset_s=f.latency_offset_s,
+            scaling_exponent=f.scaling_exponent,
         )
 
     def capacity(self, executors: int, partitions: int | None = None, speed: float = 1.0) -> float:
         """Throughput limit (tuples/s) of ``executors``: ``e / cost`` (batches back to back, the overhead
         amortised over ever larger batches). A sustained rate at or above it builds an unbounded backlog."""
         f = self._params()
-        return effective_parallelism(executors, partitions, speed) / f.cost_s_per_record
+        return effective_parallelism(executors, partitions, speed, f.scaling_exponent) / f.cost_s_per_record
 
     def max_rate(
         self,
@@ -308,7 +354,7 @@ class MicroBatchModel:
         """The largest arrival rate (tuples/s) whose steady-state mean response time meets ``r_max_s`` (s) on
         ``executors`` (0 when even an idle query would not): the inverse of :meth:`predict_latency_s`."""
         f = self._params()
-        e = effective_parallelism(executors, partitions, speed)
+        e = effective_parallelism(executors, partitions, speed, f.scaling_exponent)
         a, b = f.overhead_s, f.cost_s_per_record
         r = r_max_s - f.latency_offset_s  # what the formula max(T, d) / 2 + d may reach
         t = interval_s or 0.0
@@ -415,6 +461,7 @@ class MicroBatchModel:
             "n": f.n,
             "penalty": f.penalty,
             "latency_offset_s": f.latency_offset_s,
+            "scaling_exponent": f.scaling_exponent,
             "ready": self.ready,
         }
 
@@ -428,6 +475,7 @@ class MicroBatchModel:
             "since_change": self.since_change,
             "samples": [list(asdict(s).values()) for s in self.samples],
             "cost_s_per_record": self.cost_s_per_record,
+            "scaling_exponent": self.scaling_exponent,
         }
 
     @classmethod
@@ -442,6 +490,7 @@ class MicroBatchModel:
                 model.samples.append(Sample(*row))
             cost = state.get("cost_s_per_record")  # absent in states saved before it was kept
             model.cost_s_per_record = None if cost is None else float(cost)
+            model.scaling_exponent = float(state.get("scaling_exponent", 1.0))  # absent before it was learned
         except KeyError as exc:
             raise ValueError(f"engine model state: missing field {exc.args[0]!r}") from exc
         except TypeError as exc:
@@ -475,7 +524,7 @@ class MicroBatchQueueModel(QueueModel):
     ``service_mean_s``: cost per record on one effective executor of speed 1 (s); ``overhead_s``: fixed cost of
     a batch (s); ``interval_s``: trigger interval (s, 0: batches back to back); ``partitions`` (0: unknown);
     ``latency_offset_s``: the learned gap between measured and formula response times (s). A deployment of
-    ``k`` executors whose slowest type has speedup ``s`` runs at ``effective_parallelism(k, P, s)`` (a wave
+    ``k`` executors whose slowest type has speedup ``s`` runs at ``effective_parallelism(k, P, s, alpha)`` (a wave
     waits for its slowest task). The penalty after an executor change is a transient, not part of the steady
     state. ``service_var_s2`` is unused (0)."""
 
@@ -483,9 +532,12 @@ class MicroBatchQueueModel(QueueModel):
     interval_s: float = 0.0
     partitions: int = 0
     latency_offset_s: float = 0.0
+    scaling_exponent: float = 1.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if not 0.0 < self.scaling_exponent <= 1.0:
+            raise ValueError(f"scaling_exponent: must be in (0, 1], got {self.scaling_exponent}")
         for name in ("overhead_s", "interval_s"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
@@ -500,7 +552,7 @@ class MicroBatchQueueModel(QueueModel):
         if not present.any():
             return 0.0
         slowest = float(np.asarray(speedups)[present].min())
-        return effective_parallelism(int(k.sum()), self.partitions or None, slowest)
+        return effective_parallelism(int(k.sum()), self.partitions or None, slowest, self.scaling_exponent)
 
     def batch_s(self, k: np.ndarray, speedups: np.ndarray, rate: float) -> float:
         """Steady-state mean batch duration (s) of deployment ``k`` at ``rate`` tuples/s."""
@@ -538,3 +590,16 @@ def _latency(duration_s: float, interval_s: float | None) -> float:
     """Mean response time (s) of a record in batches of ``duration_s`` at trigger interval ``interval_s``: it
     waits half an interval (half a batch when batches run back to back), then its batch runs."""
     return 0.5 * max(interval_s or 0.0, duration_s) + duration_s
+
+
+def _line_fit(x: np.ndarray, y: np.ndarray) -> tuple[float, float] | None:
+    """Least-squares ``y = a + b x`` with ``a >= 0`` (else the line through the origin); None without a positive
+    slope."""
+    if not float(x.std()) > 0.0:
+        return None
+    b, a = np.polyfit(x, y, 1)
+    if a < 0.0:  # no negative overhead: the line through the origin
+        a, b = 0.0, float(x @ y / (x @ x))
+    if not b > 0.0:
+        return None
+    return float(a), float(b)

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from policies.engine_model import MicroBatchModel, effective_parallelism
+from policies.engine_model import MicroBatchModel
 
 
 @dataclass
@@ -114,10 +114,10 @@ def backlog_target(
             )
     if not candidates:
         return None
-    best = max(effective_parallelism(n, ctx.partitions) for n, _ in candidates)
-    if best <= effective_parallelism(n_now + 1, ctx.partitions):
+    best = max(model.parallelism(n, ctx.partitions) for n, _ in candidates)
+    if best <= model.parallelism(n_now + 1, ctx.partitions):
         return None
-    n, target = next((n, tg) for n, tg in candidates if effective_parallelism(n, ctx.partitions) == best)
+    n, target = next((n, tg) for n, tg in candidates if model.parallelism(n, ctx.partitions) == best)
     return target, (
         f"backlog of {backlog:.0f} tuples at {rate:.1f} tuples/s: no deployment up to K_max drains it within the "
         f"{ctx.period_s:g}-s period; {n} replicas drain it fastest (engine model)"

@@ -462,3 +462,51 @@ def test_rollup_task_is_on_the_beat_schedule_and_never_rolls_a_period_up_twice(r
     frame = rollup.load(recorded)
     assert rollup._append(recorded, frame.times[-3:], [{"rate": 1.0}] * 3, []) == 0
     assert len(rollup.load(recorded)) == TICKS + 3
+
+
+def test_agent_inspector_shows_the_engine_model_the_om_fitted(alice, alice_client):
+    """A model-based OM that observed micro-batches (as on Spark) shows its fit, with the learned scaling
+    exponent, on the agent page; an OM without batch measurements shows none."""
+    from autoscaler.control.models import AgentState, ApplicationControl
+    from autoscaler.control.om_config import operator_spec
+    from autoscaler.control.rails import parse_rails
+    from autoscaler.control.topology import topology
+    from policies.base import Observation
+    from policies.engine_model import effective_parallelism
+    from policies.om.model_based import ModelBased
+
+    app = simulated_pipeline("batches", n_operators=1, om_policy="model-based", owner="alice")
+    drive(app, 1)
+    html = alice_client.get("/applications/batches/agents/").content.decode()
+    assert "engine-fit" not in html  # the simulator reports no micro-batches
+    agent = AgentState.objects.get(operator__application=app)
+    topo = topology(app)
+    control = ApplicationControl.objects.get(application=app)
+    op = topo.operators[0]
+    lo, hi = parse_rails(control.rails, [o.name for o in topo.all_operators]).bounds(
+        op.name, op.max_parallelism
+    )
+    policy = ModelBased.from_state(
+        operator_spec(topo, op, control.am_config, k_min=lo, k_max=hi), bytes(agent.blob)
+    )
+    n_types = len(policy.spec.node_types)
+    for k, records in ((1, 100.0), (1, 150.0), (1, 200.0), (2, 200.0), (2, 300.0), (2, 300.0), (3, 400.0)):
+        for _ in range(2):
+            duration = 1.0 + 0.02 * records / effective_parallelism(k, 12, exponent=0.7)
+            dep = np.zeros(n_types, dtype=int)
+            dep[0] = k
+            obs = Observation(
+                dep, records / 5.0, response_time_s=2.5 + duration, violated=False, utilisation=0.5
+            )
+            obs.batch_duration_s, obs.batch_records = duration, records
+            obs.partitions, obs.batch_interval_s, obs.period_s = 12, 5.0, 60.0
+            policy.step(obs)
+    agent.blob = policy.state_bytes()
+    agent.save()
+    r = alice_client.get("/applications/batches/agents/")
+    fit = r.context["rows"][0]["engine_fit"]
+    assert fit["ready"] and fit["scaling_exponent"] == pytest.approx(0.7)
+    assert fit["overhead_s"] == pytest.approx(1.0, abs=1e-6) and fit["rmse_s"] < 1e-6
+    html = r.content.decode()
+    assert 'class="engine-fit"' in html and '<td class="num">0.70</td>' in html
+    assert "Scaling exponent" in html and "20.000" in html  # ms per record

@@ -1,5 +1,5 @@
 """Agent inspector ``/applications/<name>/agents/``: per OM its learned policy (tabular agents: best action per
-deployment x rate level) and learning curve; the AM's weights, per-operator bounds and BO history."""
+deployment x rate level), learning curve and fitted engine model (micro-batch engines); the AM's weights, per-operator bounds and BO history."""
 
 from __future__ import annotations
 
@@ -31,9 +31,11 @@ def _agent_view(agent: AgentState | None, op, topo, control) -> dict:
         policy.load_state(bytes(agent.blob))
     except (ValueError, KeyError, ImportError, OSError) as exc:
         return {"note": f"state could not be read: {exc}"}
+    fit = agent_inspection.engine_fit(policy)
+    extra = {} if fit is None else {"engine_fit": fit}
     if not agent_inspection.is_tabular(policy):
-        return {"note": f"{agent.policy} is not tabular: no learned table to show"}
-    return {"map": agent_inspection.greedy_map(policy)}
+        return {"note": f"{agent.policy} is not tabular: no learned table to show", **extra}
+    return {"map": agent_inspection.greedy_map(policy), **extra}
 
 
 @login_required
@@ -61,6 +63,7 @@ def agents_page(request, name: str):
                 "note": view.get("note"),
                 "has_map": "map" in view,
                 "has_curve": "curve" in view,
+                "engine_fit": view.pop("engine_fit", None),
             }
         )
     am = (control.am_config if control else {}) or {}
