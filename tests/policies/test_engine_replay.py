@@ -90,3 +90,38 @@ def test_larger_batches_under_backlog_are_extrapolated(recorded: dict) -> None:
     rmse, _ = _errors(model, later, 12)
     assert rmse < 4.0
     assert rmse < 0.35 * float(np.sqrt(np.mean((observed - mean_of_fitted) ** 2)))
+
+
+def test_runs_that_changed_executors_replay_to_their_violations_with_the_learned_exponent(
+    recorded: dict,
+) -> None:
+    """Sim-to-real on the recorded runs that changed executors (ds2: 1-3-6, model-based-trend: 1-3-6, the linear
+    variant: 1-2-3): the engine model fitted from each run's periods, replayed on its executor series, predicts
+    its violated periods within the issue's 10 points. With linear scaling (exponent held at 1) ds2 and
+    model-based-trend were each 31 points off (12 % and 62 % against 44 % and 31 %): on that loaded machine
+    (load 6-21 on 2 cores) 6 executors did little more than 3, and the fit learns an exponent well below 1."""
+    import policies.engine_model as engine_model
+    from benchmarks.spark.prediction import engine_model as fitted
+    from benchmarks.spark.prediction import engine_prediction
+
+    cfg = recorded["config"]
+    for strategy in ("ds2", "model-based-trend", "model-based-trend-linear"):
+        series = next(r["series"] for r in recorded["runs"] if r["strategy"] == strategy)
+        measured = (
+            100.0
+            * sum(
+                1 for r in series if r["latency_mean_s"] is not None and r["latency_mean_s"] > cfg["r_max_s"]
+            )
+            / len(series)
+        )
+        predicted = engine_prediction(series, cfg["interval_s"], cfg["r_max_s"], cfg["partitions"])
+        assert predicted is not None and abs(predicted[0] - measured) <= 10.0, (strategy, predicted, measured)
+        if strategy != "model-based-trend-linear":
+            assert fitted(series, cfg["partitions"], cfg["interval_s"]).fit().scaling_exponent < 0.5
+            saved = engine_model.SCALING_EXPONENTS
+            engine_model.SCALING_EXPONENTS = (1.0,)
+            try:
+                linear = engine_prediction(series, cfg["interval_s"], cfg["r_max_s"], cfg["partitions"])
+            finally:
+                engine_model.SCALING_EXPONENTS = saved
+            assert linear is not None and abs(linear[0] - measured) > 25.0, (strategy, linear, measured)
