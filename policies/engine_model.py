@@ -25,15 +25,14 @@ last window that spread and refits the overhead. Periods within :data:`SETTLE_PE
 kept out of the fit. ``alpha`` is chosen on a grid (:data:`SCALING_EXPONENTS`) once the settled periods ran on
 two executor counts or more: the one of smallest squared error, kept only when it beats linear scaling by more
 than the noise does (an F-test at :data:`SCALING_F`); a window on one executor count keeps the last exponent
-learned. The ratio of their measured duration to the fit's prediction is the **post-change penalty** (mean over the
-window, 1 before any). The mean response time is predicted as ``max(T, d) / 2 + d + offset`` (a record waits
+learned. The ratio of a settling period's measured duration to the fit's prediction is the **post-change
+penalty** (mean over the window, 1 before any). The mean response time is predicted as ``max(T, d) / 2 + d + offset`` (a record waits
 half a trigger interval -- or half a batch when batches run back to back -- then its batch runs); ``offset``
 (s, may be negative) is the mean gap between the measured response time and that formula, learned too.
 
 Everything is learned from the operator's metrics; the settings (:data:`WINDOW`, :data:`MIN_SAMPLES`,
 :data:`MIN_SPREAD`, :data:`SETTLE_PERIODS`, :data:`SCALING_EXPONENTS`, :data:`SCALING_F`) are declared
-here. Pure numpy, no Django; ``to_state()`` /
-``from_state()`` round-trip exactly through JSON.
+here. Pure numpy, no Django; ``to_state()`` / ``from_state()`` round-trip exactly through JSON.
 """
 
 from __future__ import annotations
