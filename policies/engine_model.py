@@ -70,8 +70,14 @@ def effective_parallelism(
     k = float(executors)
     if k <= 0:
         return 0.0
-    waves_parallelism = k if partitions is None or partitions <= 0 else partitions / math.ceil(partitions / k)
-    return speed * waves_parallelism**exponent
+    return speed * _waves_parallelism(k, partitions) ** exponent
+
+
+def _waves_parallelism(executors: float, partitions: int | None) -> float:
+    """``P / ceil(P / k)`` for ``k > 0`` executors on ``P`` partitions (``k`` when ``P`` is unknown)."""
+    if partitions is None or partitions <= 0:
+        return executors
+    return partitions / math.ceil(partitions / executors)
 
 
 @dataclass(frozen=True)
@@ -238,22 +244,22 @@ class MicroBatchModel:
     def _scaling_exponent(settled: list[Sample], y: np.ndarray) -> float:
         """The exponent of :data:`SCALING_EXPONENTS` whose line fit has the smallest squared error, if it beats
         linear scaling (1) by more than noise: an F-test of the one extra parameter at :data:`SCALING_F` (periods
-        on two executor counts or more; 1 otherwise)."""
-        errors: dict[float, float] = {}
-        for alpha in SCALING_EXPONENTS:
-            x = np.array([s.work_at(alpha) for s in settled])
-            line = _line_fit(x, y)
-            if line is not None:
-                resid = y - (line[0] + line[1] * x)
-                errors[alpha] = float(resid @ resid)
+        on two executor counts or more; 1 otherwise). All exponents are fitted at once (one column each)."""
         dof = len(settled) - 3  # overhead, per-record cost, exponent
-        if not errors or dof < 1:
+        if dof < 1:
             return 1.0
-        best = min(errors, key=lambda a: (errors[a], -a))
-        linear = errors.get(1.0, math.inf)
-        if best == 1.0 or linear - errors[best] <= SCALING_F * errors[best] / dof:
+        alphas = np.asarray(SCALING_EXPONENTS, dtype=float)
+        records = np.array([s.records / s.speed for s in settled])
+        waves = np.array([_waves_parallelism(s.executors, s.partitions) for s in settled])
+        _, _, errors = _line_fits(records[:, None] / waves[:, None] ** alphas[None, :], y)
+        if not np.isfinite(errors).any():
             return 1.0
-        return best
+        best = len(alphas) - 1 - int(np.argmin(errors[::-1]))  # ties go to the larger exponent
+        linear = errors[alphas == 1.0]
+        linear_sse = float(linear[0]) if linear.size else math.inf
+        if alphas[best] == 1.0 or linear_sse - errors[best] <= SCALING_F * errors[best] / dof:
+            return 1.0
+        return float(alphas[best])
 
     def parallelism(self, executors: int, partitions: int | None = None, speed: float = 1.0) -> float:
         """Executors' worth of work of ``executors`` under the fitted scaling exponent (linear before a fit)."""
@@ -489,7 +495,12 @@ class MicroBatchModel:
                 model.samples.append(Sample(*row))
             cost = state.get("cost_s_per_record")  # absent in states saved before it was kept
             model.cost_s_per_record = None if cost is None else float(cost)
-            model.scaling_exponent = float(state.get("scaling_exponent", 1.0))  # absent before it was learned
+            alpha = state.get("scaling_exponent", 1.0)  # absent in states saved before it was learned
+            if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0.0 < alpha <= 1.0:
+                raise ValueError(
+                    f"engine model state: scaling_exponent must be a number in (0, 1], got {alpha!r}"
+                )
+            model.scaling_exponent = float(alpha)
         except KeyError as exc:
             raise ValueError(f"engine model state: missing field {exc.args[0]!r}") from exc
         except TypeError as exc:
@@ -592,13 +603,25 @@ def _latency(duration_s: float, interval_s: float | None) -> float:
 
 
 def _line_fit(x: np.ndarray, y: np.ndarray) -> tuple[float, float] | None:
-    """Least-squares ``y = a + b x`` with ``a >= 0`` (else the line through the origin); None without a positive
-    slope."""
-    if not float(x.std()) > 0.0:
-        return None
-    b, a = np.polyfit(x, y, 1)
-    if a < 0.0:  # no negative overhead: the line through the origin
-        a, b = 0.0, float(x @ y / (x @ x))
-    if not b > 0.0:
-        return None
-    return float(a), float(b)
+    """Least-squares ``y = a + b x`` with ``a >= 0`` (else the line through the origin); None without a spread of
+    ``x`` or a positive slope."""
+    a, b, sse = _line_fits(x[:, None], y)
+    return (float(a[0]), float(b[0])) if np.isfinite(sse[0]) else None
+
+
+def _line_fits(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_line_fit` of ``y`` (n) on every column of ``x`` (n x m) in closed form: intercepts, slopes and
+    squared errors (``inf`` for a column without spread or a positive slope)."""
+    xm, ym = x.mean(axis=0), float(y.mean())
+    dx = x - xm
+    sxx = (dx * dx).sum(axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        b = (dx * (y - ym)[:, None]).sum(axis=0) / sxx
+        a = ym - b * xm
+        through_origin = a < 0.0  # no negative overhead: the line through the origin
+        b = np.where(through_origin, (x * y[:, None]).sum(axis=0) / (x * x).sum(axis=0), b)
+    a = np.where(through_origin, 0.0, a)
+    resid = y[:, None] - (a + b * x)
+    sse = (resid * resid).sum(axis=0)
+    valid = (sxx > 0.0) & (b > 0.0)
+    return a, b, np.where(valid, sse, np.inf)

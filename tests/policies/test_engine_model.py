@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from policies import engine_model
 from policies.engine_model import MicroBatchModel, effective_parallelism
 
 A_S, B_S = 1.2, 0.02  # true overhead (s per batch) and cost (s per record on one executor)
@@ -219,16 +220,11 @@ def test_the_scaling_exponent_is_learned_and_predicts_a_count_it_never_ran() -> 
     assert model.capacity(6, PARTITIONS) == pytest.approx(true_capacity, rel=0.05)
     true_6 = A_S + B_S * 600.0 / effective_parallelism(6, PARTITIONS, exponent=0.6)
     assert model.batch_s(600.0, 6, PARTITIONS) == pytest.approx(true_6, rel=0.05)
-    import policies.engine_model as engine_model
-
     linear = MicroBatchModel()
     linear.samples.extend(model.samples)
-    saved = engine_model.SCALING_EXPONENTS
-    engine_model.SCALING_EXPONENTS = (1.0,)
-    try:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(engine_model, "SCALING_EXPONENTS", (1.0,))
         assert linear.capacity(6, PARTITIONS) > 1.5 * true_capacity
-    finally:
-        engine_model.SCALING_EXPONENTS = saved
     qm = model.queue_model(INTERVAL_S, PARTITIONS)
     assert qm is not None and qm.scaling_exponent == fit.scaling_exponent
     assert qm.capacity(np.array([6]), np.array([1.0])) == pytest.approx(model.capacity(6, PARTITIONS))
@@ -258,3 +254,6 @@ def test_one_executor_count_keeps_the_exponent_learned_and_the_state_keeps_it() 
     old = model.to_state()
     del old["scaling_exponent"]  # a state saved before the exponent was learned: linear
     assert MicroBatchModel.from_state(old).scaling_exponent == 1.0
+    for bad in (0.0, 1.5, "0.6", None):
+        with pytest.raises(ValueError, match=r"scaling_exponent must be a number in \(0, 1\]"):
+            MicroBatchModel.from_state({**model.to_state(), "scaling_exponent": bad})

@@ -16,6 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from benchmarks.spark.prediction import engine_model as fitted
+from benchmarks.spark.prediction import engine_prediction
+from policies import engine_model
 from policies.engine_model import MicroBatchModel
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "spark_periods_taxi12.json"
@@ -100,10 +103,6 @@ def test_runs_that_changed_executors_replay_to_their_violations_with_the_learned
     its violated periods within the issue's 10 points. With linear scaling (exponent held at 1) ds2 and
     model-based-trend were each 31 points off (12 % and 62 % against 44 % and 31 %): on that loaded machine
     (load 6-21 on 2 cores) 6 executors did little more than 3, and the fit learns an exponent well below 1."""
-    import policies.engine_model as engine_model
-    from benchmarks.spark.prediction import engine_model as fitted
-    from benchmarks.spark.prediction import engine_prediction
-
     cfg = recorded["config"]
     for strategy in ("ds2", "model-based-trend", "model-based-trend-linear"):
         series = next(r["series"] for r in recorded["runs"] if r["strategy"] == strategy)
@@ -118,10 +117,7 @@ def test_runs_that_changed_executors_replay_to_their_violations_with_the_learned
         assert predicted is not None and abs(predicted[0] - measured) <= 10.0, (strategy, predicted, measured)
         if strategy != "model-based-trend-linear":
             assert fitted(series, cfg["partitions"], cfg["interval_s"]).fit().scaling_exponent < 0.5
-            saved = engine_model.SCALING_EXPONENTS
-            engine_model.SCALING_EXPONENTS = (1.0,)
-            try:
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(engine_model, "SCALING_EXPONENTS", (1.0,))
                 linear = engine_prediction(series, cfg["interval_s"], cfg["r_max_s"], cfg["partitions"])
-            finally:
-                engine_model.SCALING_EXPONENTS = saved
             assert linear is not None and abs(linear[0] - measured) > 25.0, (strategy, linear, measured)
