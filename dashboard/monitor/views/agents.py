@@ -1,5 +1,6 @@
 """Agent inspector ``/applications/<name>/agents/``: per OM its learned policy (tabular agents: best action per
-deployment x rate level), learning curve and fitted engine model (micro-batch engines); the AM's weights, per-operator bounds and BO history."""
+deployment x rate level), learning curve and fitted engine model (micro-batch engines); the AM's weights,
+per-operator bounds and BO history."""
 
 from __future__ import annotations
 
@@ -49,6 +50,7 @@ def agents_page(request, name: str):
     for op in topo.operators:
         agent = agents.get(op.pk)
         view = _agent_view(agent, op, topo, control)
+        engine_fit = view.pop("engine_fit", None)  # a table of the page, not chart data
         curve = (
             agent_inspection.learning_curve(frame.col(f"agent_cost:{op.name}")) if len(frame) else np.zeros(0)
         )
@@ -63,7 +65,7 @@ def agents_page(request, name: str):
                 "note": view.get("note"),
                 "has_map": "map" in view,
                 "has_curve": "curve" in view,
-                "engine_fit": view.pop("engine_fit", None),
+                "engine_fit": engine_fit,
             }
         )
     am = (control.am_config if control else {}) or {}
