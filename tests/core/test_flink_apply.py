@@ -65,12 +65,13 @@ def _doc(rest_url: str, regions: tuple[str, ...] = (REGION,)) -> dict:
 
 
 @pytest.fixture
-def refused_url() -> str:
-    """A local port nothing listens on (connections are refused)."""
+def refused_url():
+    """A local port nothing listens on (connections are refused). The port stays bound, without listening, for
+    the test's length: released, another test's server could take it meanwhile (a CI run's JobManager answered
+    there once)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{s.getsockname()[1]}"
 
 
 @pytest.fixture
