@@ -355,12 +355,16 @@ class MicroBatchModel:
         r_max_s: float,
         partitions: int | None = None,
         speed: float = 1.0,
+        settling: bool = False,
     ) -> float:
         """The largest arrival rate (tuples/s) whose steady-state mean response time meets ``r_max_s`` (s) on
-        ``executors`` (0 when even an idle query would not): the inverse of :meth:`predict_latency_s`."""
+        ``executors`` (0 when even an idle query would not): the inverse of :meth:`predict_latency_s`.
+        ``settling``: with every batch slowed by the post-change penalty (when above 1), i.e. the rate the
+        deployment carries through the periods right after a change to it."""
         f = self._params()
         e = effective_parallelism(executors, partitions, speed, f.scaling_exponent)
-        a, b = f.overhead_s, f.cost_s_per_record
+        slow = max(f.penalty, 1.0) if settling else 1.0
+        a, b = f.overhead_s * slow, f.cost_s_per_record * slow
         r = r_max_s - f.latency_offset_s  # what the formula max(T, d) / 2 + d may reach
         t = interval_s or 0.0
         if e <= 0 or r <= 0:

@@ -260,6 +260,7 @@ class ModelBased(Policy):
         self.lead = forecast.LeadTime()
         self._forecast_note: dict[str, Any] | None = None  # the explanation of this step's planned rate
         self._frugal_note: dict[str, Any] | None = None  # the explanation of a step chosen under a node limit
+        self._settle_note: dict[str, Any] | None = None  # a scale-in withheld for its settling (engine model)
         self._waiting_jump: np.ndarray | None = None  # the last step proposed (kept while it waits)
         self.engine = MicroBatchModel()  # engine_model: fitted from micro-batch measurements
         self._engine_ctx: engine_plan.EngineContext | None = None  # interval, partitions, period last seen
@@ -513,6 +514,7 @@ class ModelBased(Policy):
         self._jump = None
         self._forecast_note = None
         self._frugal_note = None
+        self._settle_note = None
         d = self.space.lookup(k)
         if d < 0:
             return outside_space_action(self.space, k, self.spec), {}
@@ -547,6 +549,9 @@ class ModelBased(Policy):
                 q = self._grow_past_bound(d, planned, q)
         if rising and planned > rate:
             q = self._grow_past_bound(d, planned, q)
+        settles = self._settling_classes(max(rate, planned), obs)
+        if settles is not None:
+            q = self._drop_unsettled_scale_ins(d, q, settles)
         if self.params["multi_step"] and obs is not None and obs.node_limited:
             frugal = self._fewest_new_replicas(d, level)
             if frugal is not None:
@@ -560,7 +565,7 @@ class ModelBased(Policy):
             best = mdp.greedy(q)
             acts, dst, _ = self.space.moves(d)
             toward = dict(zip(acts, dst.tolist(), strict=True)).get(best, d)
-            jump = self._best_jump(d, level, overloaded, rising, bar=q[best], toward=toward)
+            jump = self._best_jump(d, level, overloaded, rising, bar=q[best], toward=toward, settles=settles)
             if jump is not None and jump[1] < min(q.values()) - 1e-12:
                 self._jump = self.space.deployments[jump[0]].copy()
                 q = {**q, JUMP: jump[1]}
@@ -627,6 +632,8 @@ class ModelBased(Policy):
         extras: dict[str, Any] = {} if self._forecast_note is None else {"forecast": self._forecast_note}
         if self._frugal_note is not None:
             extras["node_limit"] = self._frugal_note
+        if self._settle_note is not None:
+            extras["settling"] = self._settle_note
         extras.update(self._engine_extras())
         return extras
 
@@ -638,6 +645,7 @@ class ModelBased(Policy):
         rising: bool = False,
         bar: float = math.inf,
         toward: int | None = None,
+        settles: np.ndarray | None = None,
     ) -> tuple[int, float] | None:
         """The best deployment more than one action away from ``d`` and its value ``rcf + gamma sum_l' P[l, l']
         (cs + future)`` (the one-step look-ahead of :meth:`_q_values` over the whole space): a multi-replica
@@ -651,7 +659,9 @@ class ModelBased(Policy):
         last proposal was a step that
         is still waiting (for nodes or a token), still qualifies and still beats ``bar`` (the best one-replica
         action's value), it stays the plan: switching between targets of about equal value while waiting would
-        restart the wait for other nodes. None when none qualifies."""
+        restart the wait for other nodes. With the engine model, a step to less capacity goes only to a class that
+        ``settles`` (per class: carries the rate through its settling periods, :meth:`_settling_classes`). None
+        when none qualifies."""
         space = self.space
         q = self._step_values(level)
         deps = space.deployments
@@ -665,6 +675,8 @@ class ModelBased(Policy):
             safe = (level + 2) * self.levels.width / class_n <= self.thr_lo[rank]
         else:
             safe = np.zeros(len(deps), dtype=bool)
+        if settles is not None:
+            safe &= settles[space.cls]
         ok &= (speed > speed[d] + 1e-9) | ((speed < speed[d] - 1e-9) & safe)
         # the node types in place, unless under overload (or, with a trend, at the rate planned for) none of their
         # deployments is expected to meet the bound (K_max, or a slow type capping the class): a change of type
@@ -695,6 +707,51 @@ class ModelBased(Policy):
         if planned <= self._thresholds[self.space.cls[d]]:
             return q
         return self._adding_capacity(d, q)
+
+    def _settling_classes(self, rate: float, obs: Observation | None) -> np.ndarray | None:
+        """Per class, whether a change to it carries ``rate`` (tuples/s) and drains the period's backlog through
+        its settling periods (:func:`policies.om.engine_plan.carries_while_settling`, at the engine model's
+        measured post-change penalty) and below the class's learned bound; None while the engine model does not
+        plan."""
+        if not self._engine_active() or self._engine_ctx is None or self._thresholds is None:
+            return None
+        speeds = np.unique(self.spec.speedups)
+        ok = engine_plan.carries_while_settling(
+            self.engine,
+            self._engine_ctx,
+            self.spec.r_max_s,
+            self.space.class_n,
+            speeds[self._class_rank],
+            rate,
+            None if obs is None else obs.backlog,
+        )
+        return ok & (rate <= self._thresholds)
+
+    def _drop_unsettled_scale_ins(self, d: int, q: dict[int, float], settles: np.ndarray) -> dict[int, float]:
+        """The actions of ``q`` less those that remove capacity (sum of speedups) to a class that does not
+        ``settle`` (:meth:`_settling_classes`); noted for the explanation when the best action was one of them."""
+        speed = self._space_columns()[1]
+        acts, dst, _ = self.space.moves(d)
+        cls = self.space.cls
+        dropped = {
+            a: t
+            for a, t in zip(acts, dst.tolist(), strict=True)
+            if a in q and speed[t] < speed[d] - 1e-9 and not settles[cls[t]]
+        }
+        kept = {a: v for a, v in q.items() if a not in dropped}
+        if not kept:
+            return q
+        best = mdp.greedy(q)
+        if best in dropped:
+            self._settle_note = {
+                "withheld": self.space.deployments[dropped[best]].tolist(),
+                "penalty": self.engine.summary().get("penalty"),
+                "reason": (
+                    "scale-in withheld: the engine model expects it to exceed R_max while it settles (batches "
+                    "slower by the measured post-change penalty, or the backlog not drained within a period)"
+                ),
+            }
+        return kept
 
     def _beyond_every_bound(self, planned: float) -> bool:
         """Whether the planned rate (tuples/s) passes the learned bound of every deployment class up to K_max:

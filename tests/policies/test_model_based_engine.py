@@ -276,3 +276,47 @@ def test_on_an_engine_that_scales_sublinearly_the_learned_exponent_violates_less
     held = [k for k, _, _ in _run(ModelBased(_spec(), params), _ramp())]
     monkeypatch.undo()
     assert [k for k, _, _ in _run(ModelBased(_spec(), params), _ramp())] == held
+
+
+def _reversals(deployments: list[int]) -> int:
+    """Scale-ins followed by a scale-out within the next five periods."""
+    ks = deployments
+    return sum(
+        1
+        for i in range(1, len(ks))
+        if ks[i] < ks[i - 1] and any(ks[j] > ks[j - 1] for j in range(i + 1, min(len(ks), i + 6)))
+    )
+
+
+def test_a_scale_in_waits_until_it_carries_the_rate_through_its_settling() -> None:
+    """On the engine that scales as e ** 0.6, a step to 75 tuples/s: 4 executors carry it once settled (83
+    tuples/s) but not through the slower batches after the change (about 64 at the measured penalty). The plan
+    used to go 6 -> 4 -> 6 three times (9 violated periods); now the scale-in is withheld, with its reason."""
+    params = {"capacity_bound": True, "multi_step": True, "trend_periods": 3}
+    run = _run(ModelBased(_spec(), params), [10.0, 20, 30, 40, 40, 40, 40, 40] + [75.0] * 20, scaling=0.6)
+    ks = [k for k, _, _ in run]
+    assert _reversals(ks) == 0, ks
+    assert _violations(run) <= 4, ks
+    notes = [p.explanation["settling"] for _, _, p in run if "settling" in p.explanation]
+    assert notes, ks
+    assert sum(notes[0]["withheld"]) < 6 and notes[0]["penalty"] > 1.0
+    policy = ModelBased(_spec(), params)
+    _run(policy, [10.0, 20, 30, 40, 40, 40, 40, 40] + [75.0] * 12, scaling=0.6)
+    fit = policy.engine
+    assert (
+        fit.max_rate(4, INTERVAL_S, R_MAX_S, PARTITIONS, settling=True)
+        < 75.0
+        < fit.max_rate(4, INTERVAL_S, R_MAX_S, PARTITIONS)
+    )
+
+
+def test_on_a_falling_rate_it_scales_in_without_reversing() -> None:
+    """A rise to 120 tuples/s and a fall back to 20 on a linear engine: the plan used to go 6 -> 5 -> 4 -> 6 on
+    the way down (a scale-in that violated while it settled); it now steps down only to deployments that carry
+    the rate at the post-change penalty, and still reaches the small deployment the low rate needs."""
+    params = {"capacity_bound": True, "multi_step": True, "trend_periods": 3}
+    rates = [10.0, 20, 40, 60, 80, 100, 120, 120, 120, 120] + [120 - 8 * i for i in range(14)] + [20.0] * 10
+    run = _run(ModelBased(_spec(), params), rates)
+    ks = [k for k, _, _ in run]
+    assert _reversals(ks) == 0, ks
+    assert max(ks) == 6 and ks[-1] <= 2, ks
