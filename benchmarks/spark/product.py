@@ -383,8 +383,32 @@ def _tick_line(name: str, app, slot: int, status: str) -> str:  # noqa: ANN001
     return (
         f"  {name}: slot {slot}: in {num('input_rate')}/s, read {num('processing_rate')}/s, R "
         f"{num('response_time_s')} s, executors {sum((d.deployment or {}).values())} -> "
-        f"{sum(after.values())} [tick {status}, {d.outcome}]"
+        f"{sum(after.values())} [tick {status}, {d.outcome}]{_why(d)}"
     )
+
+
+def _why(decision) -> str:  # noqa: ANN001
+    """What the decision log says of a tick beyond its numbers (the bench deletes the log after the run): the
+    executors proposed when they differ from those in place, a scale-in withheld for its settling, a backlog
+    step, the engine model's penalty and scaling exponent, and the AM's reason for a denial."""
+    proposal = decision.proposal or {}
+    ex = proposal.get("explanation") or {}
+    parts = []
+    target = sum((proposal.get("target") or {}).values())
+    if proposal.get("action") and target != sum((decision.deployment or {}).values()):
+        parts.append(f"proposed {target}")
+    settling = ex.get("settling")
+    if settling:
+        parts.append(f"scale-in to {sum(settling.get('withheld') or [])} withheld (settling)")
+    engine = ex.get("engine_model") or {}
+    if engine.get("backlog_step"):
+        parts.append("backlog step")
+    if engine.get("planning"):
+        penalty, alpha = engine.get("penalty") or 1.0, engine.get("scaling_exponent") or 1.0
+        parts.append(f"penalty {penalty:.2f}, alpha {alpha:g}")
+    if proposal.get("action") and not decision.granted and decision.reason:
+        parts.append(decision.reason[:80])
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def _series_row(

@@ -89,6 +89,8 @@ def test_an_untrained_product_policy_scales_out_on_a_step_within_3_periods_and_t
             + "\ndecisions (slot, outcome, observed rate, R, target, reason):\n"
             + "\n".join(str(d) for d in _decisions())
         )
+    # the tick lines keep what the decision log said (the bench deletes it after the run): the scale-out's target
+    assert "(proposed " in text, text
 
 
 def _decisions() -> list[tuple]:

@@ -419,3 +419,26 @@ def test_the_pretrained_product_variant_stores_the_replayed_policy_as_the_operat
     now = observation(_stats(rate=90.0, executors=1, latency=3.0), cfg.r_max_s, None)
     assert int(trained.step(now).deployment.sum()) > 1
     assert int(fresh.step(now).deployment.sum()) <= 1
+
+
+def test_a_product_ticks_line_says_why_from_the_decision_log() -> None:
+    """The bench deletes the decision log after a run: its tick lines keep what the log said of each tick."""
+    from types import SimpleNamespace
+
+    from benchmarks.spark.product import _why
+
+    engine = {"planning": True, "penalty": 1.34, "scaling_exponent": 0.6}
+    withheld = SimpleNamespace(
+        proposal={"action": 0, "target": {"exec.small": 6}, "explanation": {
+            "engine_model": engine, "settling": {"withheld": [4], "penalty": 1.34}}},
+        deployment={"exec.small": 6}, granted=False, reason="",
+    )  # fmt: skip
+    assert _why(withheld) == " (scale-in to 4 withheld (settling); penalty 1.34, alpha 0.6)"
+    denied = SimpleNamespace(
+        proposal={"action": -1, "target": {"exec.small": 5}, "explanation": {"engine_model": {
+            "planning": False, "backlog_step": {"target": [5]}}}},
+        deployment={"exec.small": 2}, granted=False, reason="denied: reconfiguration budget",
+    )  # fmt: skip
+    assert _why(denied) == " (proposed 5; backlog step; denied: reconfiguration budget)"
+    quiet = SimpleNamespace(proposal={"action": 0}, deployment={"exec.small": 2}, granted=False, reason="")
+    assert _why(quiet) == ""
