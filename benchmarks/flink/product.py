@@ -292,6 +292,10 @@ def _measure(
     else:
         res.latencies.append(e2e)
         res.violations += int(e2e > r_max_s)
+        for op in CONTROLLED:  # busy time per record, as run_one keeps it (runner.measured_capacity)
+            st = (metrics.get("operators") or {}).get(op, {}).get("service_time_mean_s")
+            if st:
+                res.service_times.setdefault(op, []).append(float(st))
     if result is not None:
         res.reconfigurations += 1
         res.downtimes.append(float(result.get("downtime_s") or 0.0))

@@ -10,7 +10,8 @@ import math
 
 import pytest
 
-from benchmarks.flink.runner import BenchConfig, RunResult, json_rows
+from benchmarks.flink.command import measured_floor_note
+from benchmarks.flink.runner import BenchConfig, RunResult, json_rows, measured_capacity
 from benchmarks.live import JSON_KEYS, clairvoyant_floor, record, summary
 
 
@@ -35,6 +36,31 @@ def test_the_floor_sizes_every_period_of_both_operators_for_its_own_rate(tmp_pat
     # the shared floor itself: per period, ceil(rate x (1 + headroom) / mu) units, at least one
     assert clairvoyant_floor(lambda t: 30.0 * t, 20.0, 10.0, 10.0, 0.0) == pytest.approx(3 * 20)
     assert clairvoyant_floor(lambda t: 0.0 * t, 20.0, 10.0, 10.0, 0.0) == pytest.approx(1 * 20)
+
+
+def test_the_floor_at_the_measured_capacity_sizes_for_what_a_slot_processed(tmp_path):
+    """A slot that processed 80 records/s (12.5 ms per record busy) where 10 ms of sleep promise 100: the
+    counter's 180/s x 1.1 needs 3 slots, not 2, and the splitter still 1 (44 / 80)."""
+    cfg = _cfg(tmp_path)
+    assert cfg.floor_slot_s({"counter": 80.0, "splitter": 80.0}) == pytest.approx(1 * 40 + (1 * 20 + 3 * 20))
+    assert cfg.floor_slot_s({"counter": 80.0}) == cfg.floor_slot_s({"counter": 80.0, "splitter": 100.0})
+    peak = RunResult(
+        "static-peak",
+        periods=3,
+        slot_s=200.0,
+        lost=0,
+        duplicated=0,
+        service_times={"splitter": [0.0125, 0.0125, 0.02], "counter": [0.0125, 0.01, 0.0125]},
+    )
+    prod = RunResult("product:model-based-trend", periods=2, slot_s=110.0, lost=0, duplicated=0,
+                     service_times={"counter": [0.0125, 0.0125]})  # fmt: skip
+    capacity, n = measured_capacity([peak, prod])
+    assert capacity == pytest.approx({"splitter": 80.0, "counter": 80.0}) and n == 3
+    assert measured_capacity([RunResult("x")]) == ({}, 0)
+    note = measured_floor_note([(1, peak), (1, prod)], cfg, json_rows([(1, peak), (1, prod)], cfg))
+    assert "over 3 complete periods" in note and ": 120 slot-s." in note, note
+    assert "| product:model-based-trend | 1 | 110 (110) | 0.92 (0.92) |" in note, note
+    assert "no service time measured" in measured_floor_note([(1, RunResult("x"))], cfg, [])
 
 
 def test_json_rows_have_exactly_the_issue_keys_and_the_ratios_of_their_repetition(tmp_path):
