@@ -93,11 +93,47 @@ def test_reported_backlog_raises_the_input_rate_and_is_the_backlog(store):
     c = wc_connector(store).monitor.collect(Period(0, T0, T0 + 10)).operators["counter"]
     assert c.backlog == 450.0
     assert c.input_rate == pytest.approx(100.0 + 450.0 / 10)
-    # one long batch in the next period: its growth counts from the backlog the batch before it reported
+    # one long batch in the next period: its growth counts from the backlog the batch before it reported, over
+    # the time between the two batches' ends (9.9 s -> 24 s: the source reports its backlog when a batch ends)
     ship(store, [progress(T0 + 10, 1200, 14000, e2e=(8.0, 9.0), backlog=750)])
     c = wc_connector(store).monitor.collect(Period(1, T0 + 10, T0 + 20)).operators["counter"]
     assert c.backlog == 750.0
-    assert c.input_rate == pytest.approx(1200 / 10 + (750 - 450) / 10)
+    assert c.input_rate == pytest.approx((1200 + 750 - 450) / (24.0 - 9.9))
+
+
+def _back_to_back(rate: float, duration_s: float, until_s: float, backlog: bool) -> list[ProgressRecord]:
+    """Batches of ``duration_s`` s run back to back from T0 - 60 (longer than the 5-s trigger interval) at a
+    constant arrival ``rate`` (tuples/s): each takes what arrived since the previous trigger; with ``backlog`` the
+    source reports, when a batch ends, what arrived since its trigger (not read yet)."""
+    out, t = [], T0 - 60.0
+    while t < T0 + until_s:
+        out.append(progress(t, round(rate * duration_s), 1000 * duration_s,
+                            backlog=round(rate * duration_s) if backlog else None))  # fmt: skip
+        t += duration_s
+    return out
+
+
+@pytest.mark.parametrize("backlog", [True, False])
+def test_batches_that_outlast_the_trigger_interval_read_the_arrival_rate_in_every_period(store, backlog):
+    """7-s batches in 15-s periods: two batches start in some periods and three in others. Over the period's
+    length the rate read 93 and 140 tuples/s for a constant 100 (bench_spark, 2 Dec: 67-193 read while 155-163
+    arrived); over the time the batches' rows arrived in it reads 100 in every period."""
+    ship(store, _back_to_back(100.0, 7.0, 120.0, backlog))
+    monitor = wc_connector(store, batch_interval_s=5.0).monitor
+    for i in range(7):
+        c = monitor.collect(Period(i, T0 + 15 * i, T0 + 15 * (i + 1))).operators["counter"]
+        assert c.input_rate == pytest.approx(100.0, rel=0.01), (i, c.input_rate)
+        assert c.processing_rate == pytest.approx(100.0, rel=0.01), (i, c.processing_rate)
+
+
+def test_after_an_idle_stretch_the_rate_is_over_the_period(store):
+    """No batch for 20 s (nothing arrived) before the period: the rows are not spread back over the idle time."""
+    ship(
+        store,
+        [progress(T0 - 21, 10, 500, backlog=0)] + [progress(T0 + i, 100, 400, backlog=0) for i in range(10)],
+    )
+    c = wc_connector(store).monitor.collect(Period(0, T0, T0 + 10)).operators["counter"]
+    assert c.input_rate == pytest.approx(100.0) and c.processing_rate == pytest.approx(100.0)
 
 
 def test_without_sink_latency_the_response_time_is_estimated_and_said_so(store):
