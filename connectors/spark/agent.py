@@ -95,6 +95,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from connectors.spark.placement import PREFIX, executor_conf
+from connectors.spark.store import STAGE_TASKS_KEY
 
 log = logging.getLogger("streamscaler.agent")
 
@@ -301,6 +302,7 @@ class SparkAgent:
         self._restart_started: float | None = None
         self._progress_seen = threading.Event()
         self._listener: Any = None
+        self._jobs_seen: dict[str, int] = {}  # per query run id, the newest job batch_stage_tasks has read
         self.error: BaseException | None = None
 
     # ---- shipping ---------------------------------------------------------------------------------------
@@ -312,12 +314,44 @@ class SparkAgent:
             self.stats.enqueued += 1
 
     def on_progress(self, progress_json: str) -> None:
-        """Listener entry point: enqueue one progress JSON (never blocks, never raises)."""
+        """Listener entry point: enqueue one progress JSON (never blocks, never raises), with the tasks of the
+        widest stage the batch ran (``maxStageTasks``, :meth:`batch_stage_tasks`) when the driver knows them."""
         try:
-            self._enqueue("progress", json.loads(progress_json))
-            self._progress_seen.set()
+            item = json.loads(progress_json)
         except Exception:  # noqa: BLE001 - the query must never see an agent error
             log.exception("streamscaler agent: bad progress event")
+            return
+        try:
+            tasks = self.batch_stage_tasks(str(item.get("runId") or ""))
+        except Exception:  # noqa: BLE001 - the progress goes out without it
+            log.debug("streamscaler agent: no stage tasks for the batch", exc_info=True)
+            tasks = None
+        if tasks:
+            item[STAGE_TASKS_KEY] = tasks
+        self._enqueue("progress", item)
+        self._progress_seen.set()
+
+    def batch_stage_tasks(self, run_id: str) -> int | None:
+        """Tasks of the widest stage among the jobs the query run ``run_id`` submitted since the last call (the
+        micro-batch that just ended: Structured Streaming runs a batch's jobs in the job group of its run id),
+        from the driver's status tracker; None when none is known. A batch's parallel work runs in waves of at
+        most this many tasks (``policies.engine_model``'s partitions): a stateless query reports no
+        ``stateOperators`` partitions, and without them the engine model took 6 executors on 8 partitions for
+        1.5 x the work of 4."""
+        sc = self._sc()
+        if sc is None or not run_id:
+            return None
+        tracker = sc.statusTracker()
+        seen = self._jobs_seen.get(run_id, -1)
+        widest = 0
+        for job_id in sorted(j for j in tracker.getJobIdsForGroup(run_id) if j > seen):
+            job = tracker.getJobInfo(job_id)
+            for stage_id in job.stageIds if job is not None else []:
+                stage = tracker.getStageInfo(stage_id)
+                if stage is not None:
+                    widest = max(widest, int(stage.numTasks))
+            self._jobs_seen[run_id] = job_id
+        return widest or None
 
     def report_latency(self, mean_s: float, p95_s: float, n: int) -> None:
         """Sink-side end-to-end latency of the records written now: mean and p95 (s) over ``n`` records."""

@@ -58,7 +58,7 @@ from connectors.base import (
 )
 from connectors.endpoints import AllowList
 from connectors.http_fetch import FetchError, fetch_json
-from connectors.spark.store import DriverState, OperatorKey, ProgressRecord, SparkStore
+from connectors.spark.store import STAGE_TASKS_KEY, DriverState, OperatorKey, ProgressRecord, SparkStore
 
 MIN_COVERAGE = 0.5
 REST_TIMEOUT_S = 3.0
@@ -449,9 +449,10 @@ def _arrival_spans(
 
 
 def _partitions(samples: list[ProgressRecord]) -> int | None:
-    """Partitions of the query's stateful stage (``stateOperators[].numShufflePartitions`` in the progress JSON,
-    the largest of the period's batches), None when no kept progress reports one (stateless query, raw JSON
-    pruned)."""
+    """Partitions of the query's parallel work, the largest of the period's batches: its stateful stage's
+    (``stateOperators[].numShufflePartitions`` in the progress JSON), else the tasks of the widest stage the
+    job's agent saw the batch run (``STAGE_TASKS_KEY``: a stateless query reports no state operators); None when
+    no kept progress reports either (raw JSON pruned, an agent without the status tracker)."""
     found = [
         int(op["numShufflePartitions"])
         for s in samples
@@ -460,6 +461,12 @@ def _partitions(samples: list[ProgressRecord]) -> int | None:
         and isinstance(op.get("numShufflePartitions"), int)
         and op["numShufflePartitions"] > 0
     ]
+    if not found:
+        found = [
+            int(t)
+            for s in samples
+            if isinstance(t := (s.raw or {}).get(STAGE_TASKS_KEY), int) and not isinstance(t, bool) and t > 0
+        ]
     return max(found) if found else None
 
 

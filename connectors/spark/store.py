@@ -22,6 +22,11 @@ from typing import Any, Protocol
 OperatorKey = Hashable
 
 
+#: the key the job's agent adds to a progress JSON: tasks of the widest stage the micro-batch ran (the waves of its
+#: parallel work; ``connectors.spark.agent.SparkAgent.batch_stage_tasks``)
+STAGE_TASKS_KEY = "maxStageTasks"
+
+
 @dataclass(frozen=True)
 class ProgressRecord:
     """One micro-batch of an operator's streaming query (a ``StreamingQueryProgress``, as the agent shipped it).

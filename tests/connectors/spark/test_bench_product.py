@@ -91,6 +91,14 @@ def test_an_untrained_product_policy_scales_out_on_a_step_within_3_periods_and_t
         )
     # the tick lines keep what the decision log said (the bench deletes it after the run): the scale-out's target
     assert "(proposed " in text, text
+    # the pipeline is stateless (its aggregation runs in foreachBatch): the partitions the engine model plans with
+    # are the widest stage's tasks, which the job's agent read from the driver (--partitions 4)
+    from autoscaler.control.models import Decision
+
+    seen = {
+        d.observed.get("partitions") for d in Decision.objects.all() if d.observed.get("batch_duration_s")
+    }
+    assert seen == {4}, seen
 
 
 def _decisions() -> list[tuple]:

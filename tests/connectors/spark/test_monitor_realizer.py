@@ -10,7 +10,7 @@ import pytest
 
 from connectors.base import CAUSE_SEVERITY, FAILING_CAUSES, Cause, Period, ScalingPlan, worst_cause
 from connectors.spark.connector import ControlledOperator, NodeType, build
-from connectors.spark.store import DriverState, InMemorySparkStore, ProgressRecord
+from connectors.spark.store import STAGE_TASKS_KEY, DriverState, InMemorySparkStore, ProgressRecord
 from tests.connectors.spark.memory_wc import KEY, SMALL, wc_connector
 
 T0 = 1_800_000_000.0  # period start (s since the epoch)
@@ -86,6 +86,23 @@ def test_micro_batches_and_partitions_reach_the_observation(store):
     ship(store, [progress(T0 + 40 + i, 100, 300) for i in range(5)])
     c = wc_connector(store).monitor.collect(Period(0, T0 + 40, T0 + 50)).operators["counter"]
     assert c.partitions is None and c.batch_records == pytest.approx(100.0)
+
+
+def test_a_stateless_querys_partitions_are_the_widest_stage_the_agent_saw(store):
+    """No stateOperators (a stateless query: its aggregation in foreachBatch): the partitions are the tasks of
+    the widest stage the job's agent saw each batch run; a stateful stage's partitions win when reported."""
+    ship(store, [progress(T0 + i, 100, 300, raw={STAGE_TASKS_KEY: 8 if i else 3}) for i in range(5)])
+    assert wc_connector(store).monitor.collect(Period(0, T0, T0 + 10)).operators["counter"].partitions == 8
+    state_ops = {"stateOperators": [{"numShufflePartitions": 4}], STAGE_TASKS_KEY: 200}
+    ship(store, [progress(T0 + 20 + i, 100, 300, raw=state_ops) for i in range(5)])
+    assert (
+        wc_connector(store).monitor.collect(Period(0, T0 + 20, T0 + 30)).operators["counter"].partitions == 4
+    )
+    ship(store, [progress(T0 + 40 + i, 100, 300, raw={STAGE_TASKS_KEY: True}) for i in range(5)])
+    assert (
+        wc_connector(store).monitor.collect(Period(0, T0 + 40, T0 + 50)).operators["counter"].partitions
+        is None
+    )
 
 
 def test_reported_backlog_raises_the_input_rate_and_is_the_backlog(store):
