@@ -85,7 +85,8 @@ class Sample:
     """One period of one operator. ``records``: mean records per micro-batch; ``duration_s``: mean batch duration
     (s); ``executors``; ``partitions`` (None: unknown); ``speed``: relative speed of the slowest executor type;
     ``interval_s``: trigger interval (s, None: continuous); ``response_time_s``: mean response time (s, None:
-    not measured); ``settling``: within :data:`SETTLE_PERIODS` of an executor change."""
+    not measured); ``settling``: within :data:`SETTLE_PERIODS` of an executor change; ``scale_in``: settling
+    after a change that removed executors."""
 
     records: float
     duration_s: float
@@ -95,6 +96,7 @@ class Sample:
     interval_s: float | None
     response_time_s: float | None
     settling: bool
+    scale_in: bool = False
 
     @property
     def work(self) -> float:
@@ -121,6 +123,9 @@ class Fit:
     latency_offset_s: float
     executor_counts: int
     scaling_exponent: float = 1.0  # alpha: k executors do effective_parallelism ** alpha executors' work
+    #: measured / predicted batch duration in the periods after a change that removed executors (1 without any):
+    #: no executor starts cold there, so it is smaller than the penalty after additions
+    scale_in_penalty: float = 1.0
 
 
 class MicroBatchModel:
@@ -142,6 +147,7 @@ class MicroBatchModel:
         self.samples: deque[Sample] = deque(maxlen=window)
         self.last_executors: int | None = None  # executors of the last observed period
         self.since_change = settle_periods  # periods observed since the executor count last changed
+        self.last_change = 0  # the sign of the last executor change (+1 added, -1 removed, 0 none yet)
         self._fit: Fit | None = None
         self._fitted = False  # _fit is up to date with the samples
         #: s per record of the last window whose batch sizes spread (None: never): carried through a window
@@ -168,6 +174,7 @@ class MicroBatchModel:
         if executors is not None and executors > 0:
             if self.last_executors is not None and executors != self.last_executors:
                 self.since_change = 0
+                self.last_change = 1 if executors > self.last_executors else -1
             else:
                 self.since_change += 1
             self.last_executors = int(executors)
@@ -190,6 +197,7 @@ class MicroBatchModel:
                 None if interval is None else float(interval),
                 None if rt is None else float(rt),
                 self.since_change < self.settle_periods,
+                self.since_change < self.settle_periods and self.last_change < 0,
             )
         )
         self._fitted = False
@@ -231,13 +239,17 @@ class MicroBatchModel:
         rmse = float(np.sqrt(np.mean(resid * resid)))
         ratios = [s.duration_s / (a + b * s.work_at(alpha)) for s in self.samples if s.settling]
         penalty = float(np.mean(ratios)) if ratios else 1.0
+        ratios_in = [
+            s.duration_s / (a + b * s.work_at(alpha)) for s in self.samples if s.settling and s.scale_in
+        ]
+        penalty_in = float(np.mean(ratios_in)) if ratios_in else 1.0
         gaps = [
             s.response_time_s - _latency(s.duration_s, s.interval_s)
             for s in settled
             if s.response_time_s is not None
         ]
         offset = float(np.mean(gaps)) if gaps else 0.0
-        self._fit = Fit(float(a), float(b), rmse, len(settled), penalty, offset, counts, alpha)
+        self._fit = Fit(float(a), float(b), rmse, len(settled), penalty, offset, counts, alpha, penalty_in)
         return self._fit
 
     @staticmethod
@@ -287,15 +299,18 @@ class MicroBatchModel:
         partitions: int | None = None,
         speed: float = 1.0,
         settling: bool = False,
+        scale_in: bool = False,
     ) -> float:
         """Duration (s) of one batch of ``records`` records; ``settling``: right after an executor change (x the
-        measured penalty)."""
+        measured penalty; with ``scale_in``, the penalty measured after changes that removed executors)."""
         f = self._params()
         e = effective_parallelism(executors, partitions, speed, f.scaling_exponent)
         if e <= 0:
             return math.inf
         d = f.overhead_s + f.cost_s_per_record * records / e
-        return d * f.penalty if settling else d
+        if not settling:
+            return d
+        return d * (f.scale_in_penalty if scale_in else f.penalty)
 
     def predict_batch_s(
         self,
@@ -355,15 +370,15 @@ class MicroBatchModel:
         r_max_s: float,
         partitions: int | None = None,
         speed: float = 1.0,
-        settling: bool = False,
+        after_scale_in: bool = False,
     ) -> float:
         """The largest arrival rate (tuples/s) whose steady-state mean response time meets ``r_max_s`` (s) on
         ``executors`` (0 when even an idle query would not): the inverse of :meth:`predict_latency_s`.
-        ``settling``: with every batch slowed by the post-change penalty (when above 1), i.e. the rate the
-        deployment carries through the periods right after a change to it."""
+        ``after_scale_in``: with every batch slowed by the penalty measured after scale-ins (when above 1), i.e.
+        the rate the deployment carries through the periods right after a scale-in to it."""
         f = self._params()
         e = effective_parallelism(executors, partitions, speed, f.scaling_exponent)
-        slow = max(f.penalty, 1.0) if settling else 1.0
+        slow = max(f.scale_in_penalty, 1.0) if after_scale_in else 1.0
         a, b = f.overhead_s * slow, f.cost_s_per_record * slow
         r = r_max_s - f.latency_offset_s  # what the formula max(T, d) / 2 + d may reach
         t = interval_s or 0.0
@@ -384,18 +399,19 @@ class MicroBatchModel:
         partitions: int | None = None,
         speed: float = 1.0,
         settling: bool = False,
+        scale_in: bool = False,
     ) -> list[tuple[float, float]]:
         """Batch by batch over one period of ``period_s`` seconds: ``(start s, records taken)`` of each batch that
         starts in it. The first batch takes the ``backlog`` (tuples waiting, at least one interval's arrivals),
         each next one what arrived while the previous ran (``max(T, d)``). ``settling``: every batch runs at the
-        post-change penalty."""
+        post-change penalty (``scale_in``: the one measured after scale-ins)."""
         t_int = interval_s or 0.0
         q = max(float(backlog), rate * t_int)
         out: list[tuple[float, float]] = []
         t = 0.0
         while t < period_s and len(out) < MAX_BATCHES_PER_PERIOD:
             out.append((t, q))
-            d = self.batch_s(q, executors, partitions, speed, settling)
+            d = self.batch_s(q, executors, partitions, speed, settling, scale_in)
             step = max(t_int, d)
             if not math.isfinite(step) or step <= 0:
                 break
@@ -434,6 +450,7 @@ class MicroBatchModel:
         speed: float = 1.0,
         settling: bool = False,
         r_max_s: float | None = None,
+        scale_in: bool = False,
     ) -> bool:
         """Whether the query catches up within ``period_s`` (s): some batch starting in the period also finishes in
         it with a predicted response time within ``r_max_s`` (s) -- or, without a bound, no longer than the
@@ -444,9 +461,9 @@ class MicroBatchModel:
         if not math.isfinite(steady):  # at or above the capacity: every batch is larger than the last
             return False
         for start, q in self.backlog_evolution(
-            backlog, rate, executors, interval_s, period_s, partitions, speed, settling
+            backlog, rate, executors, interval_s, period_s, partitions, speed, settling, scale_in
         ):
-            d = self.batch_s(q, executors, partitions, speed, settling)
+            d = self.batch_s(q, executors, partitions, speed, settling, scale_in)
             if start + d > period_s:
                 break
             if r_max_s is not None:
@@ -469,6 +486,7 @@ class MicroBatchModel:
             "rmse_s": f.rmse_s,
             "n": f.n,
             "penalty": f.penalty,
+            "scale_in_penalty": f.scale_in_penalty,
             "latency_offset_s": f.latency_offset_s,
             "scaling_exponent": f.scaling_exponent,
             "ready": self.ready,
@@ -482,6 +500,7 @@ class MicroBatchModel:
             "settle_periods": self.settle_periods,
             "last_executors": self.last_executors,
             "since_change": self.since_change,
+            "last_change": self.last_change,
             "samples": [list(asdict(s).values()) for s in self.samples],
             "cost_s_per_record": self.cost_s_per_record,
             "scaling_exponent": self.scaling_exponent,
@@ -495,6 +514,7 @@ class MicroBatchModel:
             last = state["last_executors"]
             model.last_executors = None if last is None else int(last)
             model.since_change = int(state["since_change"])
+            model.last_change = int(state.get("last_change", 0))  # absent in states saved before it was kept
             for row in state["samples"]:
                 model.samples.append(Sample(*row))
             cost = state.get("cost_s_per_record")  # absent in states saved before it was kept

@@ -711,7 +711,7 @@ class ModelBased(Policy):
     def _settling_classes(self, rate: float, obs: Observation | None) -> np.ndarray | None:
         """Per class, whether a change to it carries ``rate`` (tuples/s) and drains the period's backlog through
         its settling periods (:func:`policies.om.engine_plan.carries_while_settling`, at the engine model's
-        measured post-change penalty) and below the class's learned bound; None while the engine model does not
+        penalty measured after scale-ins) and below the class's learned bound; None while the engine model does not
         plan."""
         if not self._engine_active() or self._engine_ctx is None or self._thresholds is None:
             return None
@@ -745,10 +745,10 @@ class ModelBased(Policy):
         if best in dropped:
             self._settle_note = {
                 "withheld": self.space.deployments[dropped[best]].tolist(),
-                "penalty": self.engine.summary().get("penalty"),
+                "penalty": self.engine.summary().get("scale_in_penalty"),
                 "reason": (
                     "scale-in withheld: the engine model expects it to exceed R_max while it settles (batches "
-                    "slower by the measured post-change penalty, or the backlog not drained within a period)"
+                    "slower by the penalty measured after scale-ins, or the backlog not drained within a period)"
                 ),
             }
         return kept

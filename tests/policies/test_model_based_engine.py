@@ -290,21 +290,23 @@ def _reversals(deployments: list[int]) -> int:
 
 def test_a_scale_in_waits_until_it_carries_the_rate_through_its_settling() -> None:
     """On the engine that scales as e ** 0.6, a step to 75 tuples/s: 4 executors carry it once settled (83
-    tuples/s) but not through the slower batches after the change (about 64 at the measured penalty). The plan
-    used to go 6 -> 4 -> 6 three times (9 violated periods); now the scale-in is withheld, with its reason."""
+    tuples/s) but not through the slower batches after a scale-in (about 64 at the penalty measured after one).
+    The plan used to go 6 -> 4 -> 6 three times (9 violated periods); now the first scale-in measures the
+    penalty after scale-ins (optimism: none is assumed before one is seen) and the next ones are withheld, with
+    their reason."""
     params = {"capacity_bound": True, "multi_step": True, "trend_periods": 3}
-    run = _run(ModelBased(_spec(), params), [10.0, 20, 30, 40, 40, 40, 40, 40] + [75.0] * 20, scaling=0.6)
+    policy = ModelBased(_spec(), params)
+    run = _run(policy, [10.0, 20, 30, 40, 40, 40, 40, 40] + [75.0] * 20, scaling=0.6)
     ks = [k for k, _, _ in run]
-    assert _reversals(ks) == 0, ks
-    assert _violations(run) <= 4, ks
+    assert _reversals(ks) <= 1, ks
+    assert _violations(run) <= 5, ks
     notes = [p.explanation["settling"] for _, _, p in run if "settling" in p.explanation]
     assert notes, ks
-    assert sum(notes[0]["withheld"]) < 6 and notes[0]["penalty"] > 1.0
-    policy = ModelBased(_spec(), params)
-    _run(policy, [10.0, 20, 30, 40, 40, 40, 40, 40] + [75.0] * 12, scaling=0.6)
+    assert sum(notes[-1]["withheld"]) < 6 and notes[-1]["penalty"] > 1.0
     fit = policy.engine
+    assert fit.fit().scale_in_penalty > 1.0
     assert (
-        fit.max_rate(4, INTERVAL_S, R_MAX_S, PARTITIONS, settling=True)
+        fit.max_rate(4, INTERVAL_S, R_MAX_S, PARTITIONS, after_scale_in=True)
         < 75.0
         < fit.max_rate(4, INTERVAL_S, R_MAX_S, PARTITIONS)
     )
@@ -312,11 +314,31 @@ def test_a_scale_in_waits_until_it_carries_the_rate_through_its_settling() -> No
 
 def test_on_a_falling_rate_it_scales_in_without_reversing() -> None:
     """A rise to 120 tuples/s and a fall back to 20 on a linear engine: the plan used to go 6 -> 5 -> 4 -> 6 on
-    the way down (a scale-in that violated while it settled); it now steps down only to deployments that carry
-    the rate at the post-change penalty, and still reaches the small deployment the low rate needs."""
+    the way down and back (scale-ins that violated while they settled); after the first scale-in it steps down
+    only to deployments that carry the rate at the penalty measured after scale-ins, and still reaches the small
+    deployment the low rate needs."""
     params = {"capacity_bound": True, "multi_step": True, "trend_periods": 3}
     rates = [10.0, 20, 40, 60, 80, 100, 120, 120, 120, 120] + [120 - 8 * i for i in range(14)] + [20.0] * 10
     run = _run(ModelBased(_spec(), params), rates)
     ks = [k for k, _, _ in run]
-    assert _reversals(ks) == 0, ks
+    assert _reversals(ks) <= 1, ks
     assert max(ks) == 6 and ks[-1] <= 2, ks
+
+
+def test_the_penalty_after_scale_ins_is_learned_apart_from_the_one_after_additions() -> None:
+    """Added executors start cold, removed ones leave the rest warm: two penalties, each from its own periods,
+    and both survive the agent state."""
+    model = engine_model.MicroBatchModel()
+    k_seq = [2, 2, 2, 4, 4, 4, 4, 2, 2, 2, 2]
+    for i, k in enumerate(k_seq):
+        e = effective_parallelism(k, PARTITIONS)
+        changed = i > 0 and k != k_seq[i - 1]
+        settling = changed or (i > 1 and k_seq[i - 1] != k_seq[i - 2])
+        slow = (2.0 if k == 4 else 1.2) if settling else 1.0
+        records = 200.0 + 30 * i
+        model.observe(records, (A_S + B_S * records / e) * slow, k, PARTITIONS, INTERVAL_S)
+    f = model.fit()
+    assert f.penalty == pytest.approx((2 * 2.0 + 2 * 1.2) / 4)
+    assert f.scale_in_penalty == pytest.approx(1.2)
+    restored = engine_model.MicroBatchModel.from_state(model.to_state())
+    assert restored.fit() == f and restored.last_change == -1
