@@ -306,7 +306,7 @@ class ModelBased(Policy):
                 # fit made on quick batches keeps promising their speed through periods in which no batch
                 # finishes (nothing to refit from; on Spark under load it held 3 executors at 130 tuples/s
                 # through 8 violated periods)
-                self._thresholds = np.minimum(engine, np.nextafter(self._violated_rates(), -np.inf))
+                self._thresholds = np.minimum(engine, np.nextafter(self._violated_rates(engine), -np.inf))
             self._dirty_levels[:] = True
         cols = np.flatnonzero(self._dirty_levels)
         if len(cols) == 0:
@@ -317,13 +317,16 @@ class ModelBased(Policy):
             self.v_hat[:, cols] = new
             self._cost = None
 
-    def _violated_rates(self) -> np.ndarray:
-        """Per class, the smallest rate (tuples/s) seen violating on it or on a class of the same speed with more
-        replicas (fewer replicas of that speed violate there too); ``inf`` where none did."""
+    def _violated_rates(self, capacity: np.ndarray | None = None) -> np.ndarray:
+        """Per class, the smallest rate (tuples/s) seen violating on it or on a class of the same speed with at
+        least its capacity (a class with no more capacity violates there too); ``inf`` where none did. Capacity:
+        ``capacity`` per class (the engine model's rates: 5 and 6 executors on 8 partitions are worth 4, so a
+        violation on 5 bounds 6 as well), else the replicas."""
         out = self.class_viol.copy()
-        n, rank = self.space.class_n, self._class_rank
+        rank = self._class_rank
+        size = self.space.class_n if capacity is None else capacity
         for c in range(len(out)):
-            same = (rank == rank[c]) & (n >= n[c])
+            same = (rank == rank[c]) & (size >= size[c] - 1e-9)
             out[c] = self.class_viol[same].min()
         return out
 
@@ -761,10 +764,18 @@ class ModelBased(Policy):
         return bool(planned > float(np.max(self._thresholds)))
 
     def _adding_capacity(self, d: int, q: dict[int, float]) -> dict[int, float]:
-        """The actions of ``q`` that add capacity (sum of speedups) to ``d``; ``q`` when there are none."""
-        speed = self._space_columns()[1]
+        """The actions of ``q`` that add capacity to ``d``: sum of speedups, or, while the engine model plans, the
+        rate its class carries (a sixth executor on 8 partitions adds none: it runs the same two waves as four);
+        ``q`` when there are none."""
         acts, dst, _ = self.space.moves(d)
-        grow = {a for a, t in zip(acts, dst.tolist(), strict=True) if speed[t] > speed[d] + 1e-9}
+        engine = self._engine_thresholds()
+        if engine is not None:
+            carried = engine[self.space.cls]
+        else:
+            carried = self._space_columns()[1]
+        grow = {
+            a for a, t in zip(acts, dst.tolist(), strict=True) if carried[t] > carried[d] * (1 + 1e-9) + 1e-9
+        }
         kept = {a: v for a, v in q.items() if a in grow}
         return kept or q
 

@@ -4,6 +4,8 @@ a backlog in one reconfiguration, and changes nothing when the observations carr
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -342,3 +344,18 @@ def test_the_penalty_after_scale_ins_is_learned_apart_from_the_one_after_additio
     assert f.scale_in_penalty == pytest.approx(1.2)
     restored = engine_model.MicroBatchModel.from_state(model.to_state())
     assert restored.fit() == f and restored.last_change == -1
+
+
+def test_executors_beyond_what_the_partitions_use_are_not_added_under_overload(monkeypatch) -> None:
+    """8 partitions: 5 and 6 executors run the same two waves as 4. A step to 135 tuples/s (4 carry it once the
+    step's backlog is drained): the plan used to add a fifth and a sixth executor while it violated ('only
+    capacity-adding actions' counted replicas; a violation on 4 bounded 4 and 5 but not 6), which added no
+    capacity and two more slow settling periods (11 violated periods, 6 executors held). Now capacity is the rate
+    the engine model's class carries."""
+    monkeypatch.setattr(sys.modules[__name__], "PARTITIONS", 8)
+    params = {"capacity_bound": True, "multi_step": True, "trend_periods": 3}
+    run = _run(ModelBased(_spec(), params), [10.0, 20, 30, 40, 40, 40, 40, 40] + [135.0] * 25)
+    ks = [k for k, _, _ in run]
+    assert max(ks) == 4, ks
+    assert _violations(run) <= 7, ks
+    assert all(not obs.violated for _, obs, _ in run[-10:]), ks
