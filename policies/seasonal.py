@@ -118,8 +118,9 @@ class SeasonalForecaster:
 
     def _forget_cache(self) -> None:
         self._cdf: np.ndarray | None = None  # per counted horizon: CDF of the errors (refreshed lazily)
-        self._pad_of: np.ndarray | None = None  # the CDFs _pad was padded from
-        self._pad = np.zeros((0, 0))
+        self._pad_of: np.ndarray | None = None  # the CDFs _sf was computed from
+        self._sf = np.zeros(0)  # 1 - the CDFs padded (flattened; see _survival)
+        self._sf_nan = False  # some horizon has no CDF (no error counted at all)
         self._var_ab = np.zeros((len(self.horizons), 2))  # ... and their variance lines a + b x_hat
         self._var_ab[:, 0] = np.inf  # nothing known: every gap is 0 standard deviations
         self._var_ab_list = self._var_ab.tolist()
@@ -305,28 +306,42 @@ class SeasonalForecaster:
         bucket = np.searchsorted(self.horizons, ahead, side="right") - 1
         ab = self._var_ab[bucket]
         scale = np.sqrt(np.maximum(ab[:, 0] + ab[:, 1] * xhat, 0.0))  # H: std of the error (tuples/s)
+        half = self.error_bins // 2
+        # the bin of the standardised error the rate must exceed, floor(gap / Z_BIN), clipped to the padded CDFs'
+        # range (-half - 1: below the first bin, half: above the last); a 0 / 0 gap is 0, an infinite one the end
+        # bin. In place, one H x C array: the plan's hottest line (the same floats as computing it step by step)
         with np.errstate(invalid="ignore", divide="ignore"):
-            gap = (thresholds[None, :] - xhat[:, None]) / scale[
-                :, None
-            ]  # the standardised error must exceed it
-        gap = np.nan_to_num(gap, nan=0.0, posinf=1e9, neginf=-1e9)
-        idx = np.floor(gap / Z_BIN).astype(np.int64) + self.error_bins // 2
-        # the CDFs padded with 0 below the first bin and 1 above the last: one gather, no H x bins copy
-        pad = self._cdf_padded()
-        below = pad[bucket[:, None], np.clip(idx + 1, 0, self.error_bins + 1)]
-        p = 1.0 - below
-        point = (xhat[:, None] > thresholds[None, :]).astype(float)
-        p = np.where(np.isnan(p), point, p)
-        return np.where(np.isinf(thresholds)[None, :], 0.0, p)
+            g = np.subtract(thresholds[None, :], xhat[:, None])
+            g /= scale[:, None]
+            g /= Z_BIN
+        np.floor(g, out=g)
+        np.clip(g, -half - 1, half, out=g)
+        nan = np.isnan(g)
+        if nan.any():
+            g[nan] = 0.0
+        # ... as an index into the flattened padded survival functions (exact: small integers in floats)
+        g += (bucket * (self.error_bins + 2) + half + 1).astype(float)[:, None]
+        sf, sf_nan = self._survival()
+        p = np.take(sf, g.astype(np.intp))
+        if sf_nan:  # a horizon without any error yet: the point forecast
+            point = (xhat[:, None] > thresholds[None, :]).astype(float)
+            p = np.where(np.isnan(p), point, p)
+        inf = np.isinf(thresholds)
+        if inf.any():
+            p[:, inf] = 0.0
+        return p
 
-    def _cdf_padded(self) -> np.ndarray:
-        """The error CDFs with a 0 column before and a 1 column after (cached with the CDFs they pad)."""
+    def _survival(self) -> tuple[np.ndarray, bool]:
+        """``1 -`` the error CDFs padded with 0 below the first bin and 1 above the last, flattened (one gather, no
+        H x bins copy), and whether any is undefined (a horizon without errors); cached with the CDFs."""
         assert self._cdf is not None
         if self._pad_of is not self._cdf:
             n = len(self._cdf)
-            self._pad = np.hstack([np.zeros((n, 1)), self._cdf, np.ones((n, 1))])
+            pad = np.hstack([np.zeros((n, 1)), self._cdf, np.ones((n, 1))])
+            self._sf = (1.0 - pad).reshape(-1)
+            self._sf_nan = bool(np.isnan(pad).any())
             self._pad_of = self._cdf
-        return self._pad
+        return self._sf, self._sf_nan
 
     def error_std(self, h: int, xhat: float) -> float:
         """Standard deviation (tuples/s) of the forecast error ``h`` periods ahead of a forecast ``xhat``

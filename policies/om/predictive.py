@@ -468,8 +468,13 @@ class Predictive(Policy):
         # block, and a peak narrower than the spacing of the evaluated periods (up to 64 periods in the far blocks)
         # was charged or missed depending on where they fell, differently from one replan to the next
         peaks = np.maximum.reduceat(xhat[: self.edges[-1]], self.span_starts)
-        p = self.fc.exceedance(peaks, samples.reshape(-1), self.ahead)
-        p = p.reshape(n, *samples.shape).mean(axis=2)  # points x C
+        p3 = self.fc.exceedance(peaks, samples.reshape(-1), self.ahead).reshape(n, *samples.shape)
+        # the mean over the bound's samples (points x C), summed in mean()'s order: the same floats, 6x faster
+        # than a reduction over the short last axis
+        p = p3[:, :, 0].copy()
+        for i in range(1, samples.shape[1]):
+            p += p3[:, :, i]
+        p /= samples.shape[1]
         e = self.edges
         stage_p = np.add.reduceat(
             p * self.weights[:, None], np.searchsorted(self.point_stage, np.arange(len(e) - 1))

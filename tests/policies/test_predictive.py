@@ -96,6 +96,48 @@ def test_forecaster_learns_that_the_error_grows_with_the_rate():
     assert variance_line(np.zeros(5)) == (np.inf, 0.0)
 
 
+def _exceedance_step_by_step(fc: SeasonalForecaster, xhat, thresholds, ahead=None):
+    """``SeasonalForecaster.exceedance`` as it was written before it was made in place (the reference)."""
+    from policies.seasonal import Z_BIN
+
+    fc._refresh()
+    ahead = np.arange(1, len(xhat) + 1) if ahead is None else np.asarray(ahead)
+    bucket = np.searchsorted(fc.horizons, ahead, side="right") - 1
+    ab = fc._var_ab[bucket]
+    scale = np.sqrt(np.maximum(ab[:, 0] + ab[:, 1] * xhat, 0.0))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        gap = (thresholds[None, :] - xhat[:, None]) / scale[:, None]
+    gap = np.nan_to_num(gap, nan=0.0, posinf=1e9, neginf=-1e9)
+    idx = np.floor(gap / Z_BIN).astype(np.int64) + fc.error_bins // 2
+    pad = np.hstack([np.zeros((len(fc._cdf), 1)), fc._cdf, np.ones((len(fc._cdf), 1))])
+    p = 1.0 - pad[bucket[:, None], np.clip(idx + 1, 0, fc.error_bins + 1)]
+    point = (xhat[:, None] > thresholds[None, :]).astype(float)
+    p = np.where(np.isnan(p), point, p)
+    return np.where(np.isinf(thresholds)[None, :], 0.0, p)
+
+
+@pytest.mark.parametrize("periods", [0, 3, 40, 3000])
+def test_the_exceedance_is_the_step_by_step_one_to_the_bit(periods):
+    """The in-place exceedance (the plan's hottest line) gives the very floats of the step-by-step formula: before
+    any error (no scale), with horizons still without errors (the point forecast), with a zero error (0 / 0 gaps),
+    infinite and equal-to-the-forecast thresholds, and on a learned forecaster."""
+    rng = np.random.default_rng(3)
+    fc = SeasonalForecaster(60.0, 86_400.0, 604_800.0, 600.0, 2.0, 0.2, 28 * 86_400.0, True, 3.0, 6.0)
+    for x in rng.poisson(275.0 - 225.0 * np.cos(2 * np.pi * np.arange(periods) / 1440)):
+        fc.observe(float(x))
+    flat = SeasonalForecaster(60.0, 86_400.0, 604_800.0, 600.0, 2.0, 0.2, 28 * 86_400.0)
+    for _ in range(periods):
+        flat.observe(200.0)  # no error at all: a zero scale
+    for f in (fc, flat):
+        for _ in range(20):
+            xhat = rng.uniform(0.0, 600.0, rng.integers(1, 90))
+            thresholds = np.concatenate([rng.uniform(0.0, 600.0, 30), [np.inf, xhat[0], 200.0, 0.0]])
+            for ahead in (None, rng.integers(1, 100, len(xhat))):
+                got = f.exceedance(xhat, thresholds, ahead)
+                want = _exceedance_step_by_step(f, xhat, thresholds, ahead)
+                assert got.shape == want.shape and np.array_equal(got.view(np.int64), want.view(np.int64))
+
+
 def test_mpc_scales_out_before_a_learned_rise_and_model_based_does_not():
     spec = paper_spec("A", 3, 10)
     trace = _daily(10, 60.0, 900.0, rise=70, fall=110)
