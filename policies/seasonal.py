@@ -29,7 +29,10 @@ Model, per control period ``t`` (period length ``period_s`` seconds, declared by
 - Robustness to one-offs (``clip_sigmas`` > 0): a season moves a profile bin by at most ``clip_sigmas`` one-period
   error standard deviations, and an error enters the variance sums clipped to ``clip_sigmas`` standard deviations
   (of the smaller of forecast and rate): a flash crowd is neither learned as a daily event nor makes every later
-  forecast uncertain; its errors stay in the tails of the histograms.
+  forecast uncertain; its errors stay in the tails of the histograms. A deviation beyond the limit in the same
+  direction as the bin's last season's is no one-off and is taken in whole (``repeats_are_seasons``): the first
+  season of a bin is taken in whole, so when *it* was the one-off, later seasons could not undo it (the Taxi trace
+  begins on 1 January: its weekday's weekly profile kept the holiday's busy night and empty morning for weeks).
 
 Everything is learned from the rates the operator saw; the exact state round-trips (:meth:`state` /
 :meth:`load`). Pure Python + numpy.
@@ -69,11 +72,13 @@ class SeasonalForecaster:
         interpolate: bool = True,
         clip_sigmas: float = 0.0,
         jump_sigmas: float = 0.0,
+        repeats_are_seasons: bool = True,
     ) -> None:
         """``period_s``: seconds per control period; ``day_s``/``week_s``: season lengths (s); ``bin_s``: profile
         bin (s); ``memory_periods``: seasons of memory of each profile bin; ``level_alpha``: weight of a new
         residual in the residual level (0-1]; ``error_memory_s``: the forecast errors counted forget with this time
-        constant (s)."""
+        constant (s); ``repeats_are_seasons``: a deviation beyond the clipping limit in the same direction as the
+        last season's is taken in whole (:meth:`_close_bin`)."""
         for name, v in (("period_s", period_s), ("day_s", day_s), ("week_s", week_s), ("bin_s", bin_s)):
             if not (v > 0 and math.isfinite(v)):
                 raise ValueError(f"params.{name}: must be > 0 seconds, got {v!r}")
@@ -91,6 +96,7 @@ class SeasonalForecaster:
         self.error_bins = Z_BINS
         self.clip_sigmas = float(clip_sigmas)  # 0: no clipping
         self.jump_sigmas = float(jump_sigmas)  # 0: the level never jumps
+        self.repeats_are_seasons = bool(repeats_are_seasons)
         self.interpolate = float(bool(interpolate))  # 1: linear between bin centres, 0: constant per bin
         if not error_memory_s >= period_s:
             raise ValueError(f"params.error_memory_s: must be >= period_s, got {error_memory_s!r}")
@@ -103,6 +109,8 @@ class SeasonalForecaster:
         self.t = 0  # periods observed
         self.profiles = [np.zeros(n) for n in self.n_bins]
         self.counts = [np.zeros(n) for n in self.n_bins]  # seasons taken in per bin
+        # per bin: the sign of the last season's innovation when it exceeded the clipping limit (else 0)
+        self.beyond = [np.zeros(n) for n in self.n_bins]
         self.open_bin = [-1, -1]  # per season: the bin in progress ...
         self.open_sum = [0.0, 0.0]  # ... the sum (tuples/s) and number of its observations this season
         self.open_n = [0, 0]
@@ -203,9 +211,15 @@ class SeasonalForecaster:
             innovation = self.open_sum[j] / self.open_n[j] - float(prof[b])
             if counts[b] > 0 and self.clip_sigmas > 0:
                 # a one-off (a flash crowd, a step) moves the bin by a few error stds, not to the event: it stays
-                # in the residual level, which decays, instead of coming back as a phantom the next season
+                # in the residual level, which decays, instead of coming back as a phantom the next season. A
+                # deviation beyond the limit in the same direction as the last season's is no one-off: the
+                # profile is (it kept a first season that was one, e.g. a holiday, as the weekly profile of its
+                # weekday for weeks), and the season is taken in whole
                 limit = self.clip_sigmas * self.error_std(1, float(prof[b]))
-                innovation = min(max(innovation, -limit), limit)
+                sign = math.copysign(1.0, innovation) if abs(innovation) > limit else 0.0
+                if sign == 0.0 or sign != self.beyond[j][b] or not self.repeats_are_seasons:
+                    innovation = min(max(innovation, -limit), limit)
+                self.beyond[j][b] = sign
             counts[b] += 1.0
             beta = max(1.0 / counts[b], self.beta_min)
             prof[b] += beta * innovation
@@ -368,6 +382,8 @@ class SeasonalForecaster:
             "fc_week": self.profiles[1],
             "fc_day_n": self.counts[0],
             "fc_week_n": self.counts[1],
+            "fc_day_beyond": self.beyond[0],
+            "fc_week_beyond": self.beyond[1],
             "fc_pred": np.array(self.pred),
             "fc_err": self.err_hist,
             # the cached CDFs decide like the counts they were computed from: kept for an exact continuation
@@ -382,6 +398,11 @@ class SeasonalForecaster:
         self.level, self.sxy, self.sxx = float(meta["level"]), float(meta["sxy"]), float(meta["sxx"])
         self.profiles = [arrays["fc_day"].copy(), arrays["fc_week"].copy()]
         self.counts = [arrays["fc_day_n"].copy(), arrays["fc_week_n"].copy()]
+        # states saved before the rule: no deviation beyond the limit remembered
+        self.beyond = [
+            arrays[key].copy() if key in arrays else np.zeros(n)
+            for key, n in zip(("fc_day_beyond", "fc_week_beyond"), self.n_bins, strict=True)
+        ]
         self.pred = arrays["fc_pred"].tolist()
         self.err_hist = arrays["fc_err"].copy()
         self.var_stats = arrays["fc_var_stats"].tolist()

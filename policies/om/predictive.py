@@ -90,6 +90,9 @@ LEVEL_ALPHA = 0.2  # weight of a new residual in the residual level (EWMA; 1 = l
 CLIP_SIGMAS = 3.0  # robustness to one-offs: a season moves a profile bin, an error counts in the variance, by
 #                    at most this many error stds (0 = no clipping)
 JUMP_SIGMAS = 6.0  # a rate this many one-period error stds off its forecast sets the residual level at once
+#: a profile bin's deviation beyond clip_sigmas in the same direction as its last season's is the season, not a
+#: one-off, and is taken in whole (policies.seasonal: a first season that was a holiday is unlearned)
+REPEATS_ARE_SEASONS = True
 INTERPOLATE = True  # the profile is linear between bin centres (False: constant per bin, sharper steps)
 ERROR_MEMORY_S = 28 * 86_400.0  # time constant (s) of the forgetting of the forecast errors counted
 HORIZON = 64  # periods planned ahead in fine stages and blocks of block_steps (the near horizon)
@@ -142,6 +145,7 @@ class Predictive(Policy):
         "interpolate": INTERPOLATE,
         "clip_sigmas": CLIP_SIGMAS,
         "jump_sigmas": JUMP_SIGMAS,
+        "repeats_are_seasons": REPEATS_ARE_SEASONS,
         "horizon": HORIZON,
         "horizon_recoups": HORIZON_RECOUPS,
         "reaction_periods": REACTION_PERIODS,
@@ -193,6 +197,10 @@ class Predictive(Policy):
             raise ValueError(f"params.tail_periods: must be >= 0 periods, got {params['tail_periods']}")
         if not isinstance(params["speed_scaling"], bool):
             raise ValueError(f"params.speed_scaling: must be true or false, got {params['speed_scaling']!r}")
+        if not isinstance(params["repeats_are_seasons"], bool):
+            raise ValueError(
+                f"params.repeats_are_seasons: must be true or false, got {params['repeats_are_seasons']!r}"
+            )
         if not isinstance(params["commit_changes"], bool):
             raise ValueError(
                 f"params.commit_changes: must be true or false, got {params['commit_changes']!r}"
@@ -234,6 +242,7 @@ class Predictive(Policy):
             p["interpolate"],
             p["clip_sigmas"],
             p["jump_sigmas"],
+            p["repeats_are_seasons"],
         )
         # the plan's space: deployments mixing at most max_mixed_types node types (classes as the inner's)
         self.space = (
