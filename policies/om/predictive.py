@@ -35,10 +35,13 @@ forecaster's longest season: the far future only has to say whether a change now
 of speed repay (20 periods) never saw a change of node type pay. Blocks longer than ``block_steps`` periods
 are cut into ``block_steps`` even spans (:func:`stage_spans`), each evaluated at its highest forecast
 (:func:`stage_points` gives the error horizon): at a span's middle period a peak narrower than the span (up to 64
-periods on B) was charged or missed depending on where the spans fell, differently from one replan to the next. The
-first action is executed (one replica per period, the papers' action set). The plan's per-stage decisions are kept
-and followed for ``replan_every`` periods, or until the learned bounds change, the operator violates, or the
-rate leaves the band of the plan's forecast (``replan_sigmas`` standard deviations of the one-period error).
+periods on B) was charged or missed depending on where the spans fell, differently from one replan to the next. A
+block beyond the decisions a plan is followed for ends with up to ``block_moves`` one-replica moves (2: one swap
+of node types; with one, a change of type in the far future was valued as held at intermediate deployments for
+whole blocks, and A K20's 267-period plan kept type 2). The first action is executed (one replica per period,
+the papers' action set). The plan's per-stage decisions are kept and followed for ``replan_every`` periods, or
+until the learned bounds change, the operator violates, or the rate leaves the band of the plan's forecast
+(``replan_sigmas`` standard deviations of the one-period error).
 
 Commitment (``commit_changes``): a plan takes its forecast as certain beyond the next period, but the residual
 level it is made on moves with every one-period error (by ``level_alpha`` of it), and a plan remade on it undid
@@ -107,6 +110,10 @@ REACTION_PERIODS = (
 TAIL_PERIODS = 0  # beyond the horizon, the last period's cost is counted this many more periods (0 = W_S = 0)
 FINE_STEPS = 8  # the first stages are one period each ...
 BLOCK_STEPS = 8  # ... the rest blocks of this many periods (one action per block)
+#: a block of more than one period beyond the decisions a plan is followed for ends with up to this many one-replica
+#: moves (2: one swap of node types, the smallest change of type; 1: one move, the rule before; each move at one
+#: reconfiguration, the papers' action set: a block of n periods has room for n)
+BLOCK_MOVES = 2
 THETA_SAMPLES = 4  # the per-replica bound is planned as uniform over its learned bracket, at this many points
 # the plan's deployments mix at most this many node types (model-based's dominance argument)
 MAX_MIXED_TYPES = 2
@@ -152,6 +159,7 @@ class Predictive(Policy):
         "tail_periods": TAIL_PERIODS,
         "fine_steps": FINE_STEPS,
         "block_steps": BLOCK_STEPS,
+        "block_moves": BLOCK_MOVES,
         "max_mixed_types": MAX_MIXED_TYPES,
         "theta_samples": THETA_SAMPLES,
         "replan_every": REPLAN_EVERY,
@@ -173,6 +181,7 @@ class Predictive(Policy):
             "block_steps",
             "replan_every",
             "max_mixed_types",
+            "block_moves",
             "theta_samples",
             "reaction_periods",
         ):
@@ -496,6 +505,7 @@ class Predictive(Policy):
         dec = np.zeros((n_dec, space.size), dtype=np.int8)
         jump = np.zeros(n_dec, dtype=np.int64)
         multi = self.params["multi_step"]
+        moves = int(self.params["block_moves"])
         # terminal value: the last period's cost held for tail_periods more (0: nothing beyond the horizon)
         w = self.params["tail_periods"] * (self.spec.weights.perf * p[-1, space.cls] + self._res)
         succ, rcf = self._succ_t, self._rcf_t
@@ -516,6 +526,11 @@ class Predictive(Policy):
                 w = cost[s] + best
             else:
                 best = q.min(axis=0)
+                # a block of n periods has room for n moves: up to block_moves of them (2: a swap of node types)
+                for _ in range(min(int(lengths[s]), moves) - 1):
+                    q = best[succ]
+                    q += rcf
+                    best = q.min(axis=0)
                 if multi:
                     best = np.minimum(best, self.spec.weights.rcf + w.min())
                 w = cost[s] + best

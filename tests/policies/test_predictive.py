@@ -392,6 +392,27 @@ def test_a_far_block_is_charged_for_a_peak_between_its_evaluated_periods():
     assert w["peak"] > w["flat"] + spec.weights.perf, w  # charged as more than one violation
 
 
+def test_a_far_block_has_room_for_more_than_one_move_on_a():
+    """A K20 plans 267 periods ahead; beyond the fine stages its blocks (8-91 periods) each ended with one action,
+    so a plan valued any change of more than a few replicas in the far future (three type-2 replicas for three
+    type-0 ones: six moves) as held at intermediate deployments for whole blocks (the fourth pass: 20.7 % of the
+    whole trace in three type-2 replicas, the bound 2.9 %). A block of n periods has room for n moves; up to
+    ``block_moves`` = 2 (one swap of node types) end each block now."""
+    spec = paper_spec("A", 3, 20)
+    plans = {moves: Predictive(spec, {"block_moves": moves}) for moves in (1, 2)}
+    for policy in plans.values():
+        for rate in noisy(np.full(2 * 1440, 300.0), 0):  # the forecaster learns its error distribution
+            policy.fc.observe(float(rate))
+    thr = mdp.rate_thresholds(spec, plans[1].inner.space)
+    xhat = np.full(plans[1].horizon, 420.0)  # three type-0 replicas (494 tuples/s) carry it ...
+    xhat[:150] = 600.0  # ... after a peak that three type-2 ones (642) carry
+    w = {moves: policy._solve(xhat, thr)[2] for moves, policy in plans.items()}
+    assert np.all(w[2] <= w[1] + 1e-12)  # more room, never a dearer plan
+    # from twenty type-2 replicas (a flash crowd's deployment) the way down is cheaper by more than a move
+    d = plans[1].space.lookup(np.array([0, 0, 20]))
+    assert w[2][d] < w[1][d] - spec.weights.rcf, (w[1][d], w[2][d])
+
+
 def test_stage_spans_tile_the_horizon_around_the_evaluated_periods():
     edges = stage_edges(1200, 8, 8, 64)
     points, weights, _ = stage_points(edges, 8)
