@@ -31,8 +31,9 @@ Model, per control period ``t`` (period length ``period_s`` seconds, declared by
   (of the smaller of forecast and rate): a flash crowd is neither learned as a daily event nor makes every later
   forecast uncertain; its errors stay in the tails of the histograms. A deviation beyond the limit in the same
   direction as the bin's last season's is no one-off and is taken in whole (``repeats_are_seasons``): the first
-  season of a bin is taken in whole, so when *it* was the one-off, later seasons could not undo it (the Taxi trace
-  begins on 1 January: its weekday's weekly profile kept the holiday's busy night and empty morning for weeks).
+  season of a bin is taken in whole, so when *it* was the one-off, later seasons could not undo it (the Taxi
+  trace's first day, holiday-like with a busy night and an empty morning, stayed its weekday's weekly profile for
+  weeks).
 
 Everything is learned from the rates the operator saw; the exact state round-trips (:meth:`state` /
 :meth:`load`). Pure Python + numpy.

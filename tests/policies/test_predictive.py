@@ -87,8 +87,8 @@ def test_a_flash_crowd_is_not_learned_as_a_daily_event():
 
 def test_a_holiday_that_began_the_weekly_profile_is_unlearned_when_its_weekday_repeats_the_deviation():
     """The first season of a profile bin is taken in whole, later ones only within the clipping limit (a one-off
-    is not learned). When the first was the one-off (the Taxi trace begins on 1 January: its weekday's weekly
-    profile kept a holiday's night and empty morning for weeks, and the plan scaled in for a night that its
+    is not learned). When the first was the one-off (the Taxi trace's first day is holiday-like: its weekday's
+    weekly profile kept a busy night and an empty morning for weeks, and the plan scaled in for a night that its
     morning undid), the following weeks deviate beyond the limit again and again: a deviation repeated in the same
     direction is the season, and is taken in whole."""
     rng = np.random.default_rng(4)
