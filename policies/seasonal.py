@@ -11,7 +11,8 @@ Model, per control period ``t`` (period length ``period_s`` seconds, declared by
   least ``1 / memory_periods``: exponential forgetting), not while it runs: the residual below is measured
   against the profile of the seasons before, so a level shift (a step) stays in the residual for every bin ahead
   instead of being half absorbed by the bin in progress (which made the forecast fall back towards the old
-  level). Between bin centres the profile is interpolated linearly (``interpolate``).
+  level). Between bin centres the profile is interpolated linearly (``interpolate``); a bin then takes in its
+  season at the end of the next bin, whose first half still reads it.
 - ``r`` is the residual level: an exponentially weighted mean (weight ``level_alpha``) of ``x - S``; it carries
   what the profile does not know (this week is busier than the last) and decays towards the profile with the
   AR(1) coefficient ``phi`` learned from its own lag-1 regression (forgetting over one day of periods).
@@ -74,12 +75,14 @@ class SeasonalForecaster:
         clip_sigmas: float = 0.0,
         jump_sigmas: float = 0.0,
         repeats_are_seasons: bool = True,
+        delayed_bins: bool = True,
     ) -> None:
         """``period_s``: seconds per control period; ``day_s``/``week_s``: season lengths (s); ``bin_s``: profile
         bin (s); ``memory_periods``: seasons of memory of each profile bin; ``level_alpha``: weight of a new
         residual in the residual level (0-1]; ``error_memory_s``: the forecast errors counted forget with this time
         constant (s); ``repeats_are_seasons``: a deviation beyond the clipping limit in the same direction as the
-        last season's is taken in whole (:meth:`_close_bin`)."""
+        last season's is taken in whole; ``delayed_bins``: with interpolation, a bin takes in its season at the
+        end of the next bin (:meth:`_close_bin`)."""
         for name, v in (("period_s", period_s), ("day_s", day_s), ("week_s", week_s), ("bin_s", bin_s)):
             if not (v > 0 and math.isfinite(v)):
                 raise ValueError(f"params.{name}: must be > 0 seconds, got {v!r}")
@@ -98,6 +101,7 @@ class SeasonalForecaster:
         self.clip_sigmas = float(clip_sigmas)  # 0: no clipping
         self.jump_sigmas = float(jump_sigmas)  # 0: the level never jumps
         self.repeats_are_seasons = bool(repeats_are_seasons)
+        self.delayed_bins = bool(delayed_bins)
         self.interpolate = float(bool(interpolate))  # 1: linear between bin centres, 0: constant per bin
         if not error_memory_s >= period_s:
             raise ValueError(f"params.error_memory_s: must be >= period_s, got {error_memory_s!r}")
@@ -115,6 +119,9 @@ class SeasonalForecaster:
         self.open_bin = [-1, -1]  # per season: the bin in progress ...
         self.open_sum = [0.0, 0.0]  # ... the sum (tuples/s) and number of its observations this season
         self.open_n = [0, 0]
+        # per season: the bin that ended last and its mean, waiting while the interpolation still reads it
+        self.pend_bin = [-1, -1]
+        self.pend_mean = [0.0, 0.0]
         self.level = 0.0  # residual level (tuples/s)
         self.sxy = 0.0  # forgetful sums of the lag-1 regression of the residual level
         self.sxx = 0.0
@@ -205,27 +212,39 @@ class SeasonalForecaster:
         return int((t * self.period_s % self.seasons[j]) // self.bin_s) % self.n_bins[j]
 
     def _close_bin(self, j: int) -> None:
-        """The bin in progress of season ``j`` ended: its mean of this season enters the profile."""
+        """The bin in progress of season ``j`` ended: its mean of this season enters the profile -- with
+        interpolation at the end of the next bin, whose first half still reads it. The residual level is measured
+        against the profile of the seasons before: taken in at once, a bin that took in a level shift (a step, in
+        whole by ``repeats_are_seasons``) moved the profile under the next bin's first half, and the level and
+        every forecast saw-toothed bin after bin while the shift went into the profile."""
         b = self.open_bin[j]
         if b >= 0 and self.open_n[j] > 0:
-            counts, prof = self.counts[j], self.profiles[j]
-            innovation = self.open_sum[j] / self.open_n[j] - float(prof[b])
-            if counts[b] > 0 and self.clip_sigmas > 0:
-                # a one-off (a flash crowd, a step) moves the bin by a few error stds, not to the event: it stays
-                # in the residual level, which decays, instead of coming back as a phantom the next season. A
-                # deviation beyond the limit in the same direction as the last season's is no one-off: the
-                # profile is (it kept a first season that was one, e.g. a holiday, as the weekly profile of its
-                # weekday for weeks), and the season is taken in whole
-                limit = self.clip_sigmas * self.error_std(1, float(prof[b]))
-                sign = math.copysign(1.0, innovation) if abs(innovation) > limit else 0.0
-                if sign == 0.0 or sign != self.beyond[j][b] or not self.repeats_are_seasons:
-                    innovation = min(max(innovation, -limit), limit)
-                self.beyond[j][b] = sign
-            counts[b] += 1.0
-            beta = max(1.0 / counts[b], self.beta_min)
-            prof[b] += beta * innovation
+            mean = self.open_sum[j] / self.open_n[j]
+            if self.interpolate and self.delayed_bins:
+                b, mean, self.pend_bin[j], self.pend_mean[j] = self.pend_bin[j], self.pend_mean[j], b, mean
+            if b >= 0:
+                self._take_in(j, b, mean)
         self.open_sum[j] = 0.0
         self.open_n[j] = 0
+
+    def _take_in(self, j: int, b: int, mean: float) -> None:
+        """Bin ``b`` of season ``j`` takes in this season's mean ``mean`` (tuples/s)."""
+        counts, prof = self.counts[j], self.profiles[j]
+        innovation = mean - float(prof[b])
+        if counts[b] > 0 and self.clip_sigmas > 0:
+            # a one-off (a flash crowd, a step) moves the bin by a few error stds, not to the event: it stays
+            # in the residual level, which decays, instead of coming back as a phantom the next season. A
+            # deviation beyond the limit in the same direction as the last season's is no one-off: the
+            # profile is (it kept a first season that was one, e.g. a holiday, as the weekly profile of its
+            # weekday for weeks), and the season is taken in whole
+            limit = self.clip_sigmas * self.error_std(1, float(prof[b]))
+            sign = math.copysign(1.0, innovation) if abs(innovation) > limit else 0.0
+            if sign == 0.0 or sign != self.beyond[j][b] or not self.repeats_are_seasons:
+                innovation = min(max(innovation, -limit), limit)
+            self.beyond[j][b] = sign
+        counts[b] += 1.0
+        beta = max(1.0 / counts[b], self.beta_min)
+        prof[b] += beta * innovation
 
     def observe(self, rate: float) -> None:
         """Period ``t`` ended with input rate ``rate`` (tuples/s)."""
@@ -377,6 +396,8 @@ class SeasonalForecaster:
             "open_bin": self.open_bin,
             "open_sum": self.open_sum,
             "open_n": self.open_n,
+            "pend_bin": self.pend_bin,
+            "pend_mean": self.pend_mean,
         }
         arrays = {
             "fc_day": self.profiles[0],
@@ -416,6 +437,9 @@ class SeasonalForecaster:
         self.open_bin = [int(x) for x in meta["open_bin"]]
         self.open_sum = [float(x) for x in meta["open_sum"]]
         self.open_n = [int(x) for x in meta["open_n"]]
+        # states saved before the delay: nothing waiting (the last bin was taken in at its end)
+        self.pend_bin = [int(x) for x in meta.get("pend_bin", (-1, -1))]
+        self.pend_mean = [float(x) for x in meta.get("pend_mean", (0.0, 0.0))]
 
 
 def variance_line(stats: np.ndarray) -> tuple[float, float]:

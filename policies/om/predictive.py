@@ -96,6 +96,10 @@ JUMP_SIGMAS = 6.0  # a rate this many one-period error stds off its forecast set
 #: a profile bin's deviation beyond clip_sigmas in the same direction as its last season's is the season, not a
 #: one-off, and is taken in whole (policies.seasonal: a first season that was a holiday is unlearned)
 REPEATS_ARE_SEASONS = True
+#: with interpolation, a profile bin takes in its season at the end of the next bin, whose first half still reads
+#: it (policies.seasonal: the residual level is measured against the seasons before; at once, a step taken in bin
+#: by bin saw-toothed the level)
+DELAYED_BINS = True
 INTERPOLATE = True  # the profile is linear between bin centres (False: constant per bin, sharper steps)
 ERROR_MEMORY_S = 28 * 86_400.0  # time constant (s) of the forgetting of the forecast errors counted
 HORIZON = 64  # periods planned ahead in fine stages and blocks of block_steps (the near horizon)
@@ -153,6 +157,7 @@ class Predictive(Policy):
         "clip_sigmas": CLIP_SIGMAS,
         "jump_sigmas": JUMP_SIGMAS,
         "repeats_are_seasons": REPEATS_ARE_SEASONS,
+        "delayed_bins": DELAYED_BINS,
         "horizon": HORIZON,
         "horizon_recoups": HORIZON_RECOUPS,
         "reaction_periods": REACTION_PERIODS,
@@ -206,6 +211,8 @@ class Predictive(Policy):
             raise ValueError(f"params.tail_periods: must be >= 0 periods, got {params['tail_periods']}")
         if not isinstance(params["speed_scaling"], bool):
             raise ValueError(f"params.speed_scaling: must be true or false, got {params['speed_scaling']!r}")
+        if not isinstance(params["delayed_bins"], bool):
+            raise ValueError(f"params.delayed_bins: must be true or false, got {params['delayed_bins']!r}")
         if not isinstance(params["repeats_are_seasons"], bool):
             raise ValueError(
                 f"params.repeats_are_seasons: must be true or false, got {params['repeats_are_seasons']!r}"
@@ -252,6 +259,7 @@ class Predictive(Policy):
             p["clip_sigmas"],
             p["jump_sigmas"],
             p["repeats_are_seasons"],
+            p["delayed_bins"],
         )
         # the plan's space: deployments mixing at most max_mixed_types node types (classes as the inner's)
         self.space = (
