@@ -11,7 +11,8 @@ Model, per control period ``t`` (period length ``period_s`` seconds, declared by
   least ``1 / memory_periods``: exponential forgetting), not while it runs: the residual below is measured
   against the profile of the seasons before, so a level shift (a step) stays in the residual for every bin ahead
   instead of being half absorbed by the bin in progress (which made the forecast fall back towards the old
-  level). Between bin centres the profile is interpolated linearly (``interpolate``).
+  level). Between bin centres the profile is interpolated linearly (``interpolate``); a bin then takes in its
+  season at the end of the next bin, whose first half still reads it.
 - ``r`` is the residual level: an exponentially weighted mean (weight ``level_alpha``) of ``x - S``; it carries
   what the profile does not know (this week is busier than the last) and decays towards the profile with the
   AR(1) coefficient ``phi`` learned from its own lag-1 regression (forgetting over one day of periods).
@@ -29,7 +30,11 @@ Model, per control period ``t`` (period length ``period_s`` seconds, declared by
 - Robustness to one-offs (``clip_sigmas`` > 0): a season moves a profile bin by at most ``clip_sigmas`` one-period
   error standard deviations, and an error enters the variance sums clipped to ``clip_sigmas`` standard deviations
   (of the smaller of forecast and rate): a flash crowd is neither learned as a daily event nor makes every later
-  forecast uncertain; its errors stay in the tails of the histograms.
+  forecast uncertain; its errors stay in the tails of the histograms. A deviation beyond the limit in the same
+  direction as the bin's last season's is no one-off and is taken in whole (``repeats_are_seasons``): the first
+  season of a bin is taken in whole, so when *it* was the one-off, later seasons could not undo it (the Taxi
+  trace's first day, holiday-like with a busy night and an empty morning, stayed its weekday's weekly profile for
+  weeks).
 
 Everything is learned from the rates the operator saw; the exact state round-trips (:meth:`state` /
 :meth:`load`). Pure Python + numpy.
@@ -69,11 +74,15 @@ class SeasonalForecaster:
         interpolate: bool = True,
         clip_sigmas: float = 0.0,
         jump_sigmas: float = 0.0,
+        repeats_are_seasons: bool = True,
+        delayed_bins: bool = True,
     ) -> None:
         """``period_s``: seconds per control period; ``day_s``/``week_s``: season lengths (s); ``bin_s``: profile
         bin (s); ``memory_periods``: seasons of memory of each profile bin; ``level_alpha``: weight of a new
         residual in the residual level (0-1]; ``error_memory_s``: the forecast errors counted forget with this time
-        constant (s)."""
+        constant (s); ``repeats_are_seasons``: a deviation beyond the clipping limit in the same direction as the
+        last season's is taken in whole; ``delayed_bins``: with interpolation, a bin takes in its season at the
+        end of the next bin (:meth:`_close_bin`)."""
         for name, v in (("period_s", period_s), ("day_s", day_s), ("week_s", week_s), ("bin_s", bin_s)):
             if not (v > 0 and math.isfinite(v)):
                 raise ValueError(f"params.{name}: must be > 0 seconds, got {v!r}")
@@ -91,6 +100,8 @@ class SeasonalForecaster:
         self.error_bins = Z_BINS
         self.clip_sigmas = float(clip_sigmas)  # 0: no clipping
         self.jump_sigmas = float(jump_sigmas)  # 0: the level never jumps
+        self.repeats_are_seasons = bool(repeats_are_seasons)
+        self.delayed_bins = bool(delayed_bins)
         self.interpolate = float(bool(interpolate))  # 1: linear between bin centres, 0: constant per bin
         if not error_memory_s >= period_s:
             raise ValueError(f"params.error_memory_s: must be >= period_s, got {error_memory_s!r}")
@@ -103,9 +114,14 @@ class SeasonalForecaster:
         self.t = 0  # periods observed
         self.profiles = [np.zeros(n) for n in self.n_bins]
         self.counts = [np.zeros(n) for n in self.n_bins]  # seasons taken in per bin
+        # per bin: the sign of the last season's innovation when it exceeded the clipping limit (else 0)
+        self.beyond = [np.zeros(n) for n in self.n_bins]
         self.open_bin = [-1, -1]  # per season: the bin in progress ...
         self.open_sum = [0.0, 0.0]  # ... the sum (tuples/s) and number of its observations this season
         self.open_n = [0, 0]
+        # per season: the bin that ended last and its mean, waiting while the interpolation still reads it
+        self.pend_bin = [-1, -1]
+        self.pend_mean = [0.0, 0.0]
         self.level = 0.0  # residual level (tuples/s)
         self.sxy = 0.0  # forgetful sums of the lag-1 regression of the residual level
         self.sxx = 0.0
@@ -118,8 +134,9 @@ class SeasonalForecaster:
 
     def _forget_cache(self) -> None:
         self._cdf: np.ndarray | None = None  # per counted horizon: CDF of the errors (refreshed lazily)
-        self._pad_of: np.ndarray | None = None  # the CDFs _pad was padded from
-        self._pad = np.zeros((0, 0))
+        self._pad_of: np.ndarray | None = None  # the CDFs _sf was computed from
+        self._sf = np.zeros(0)  # 1 - the CDFs padded (flattened; see _survival)
+        self._sf_nan = False  # some horizon has no CDF (no error counted at all)
         self._var_ab = np.zeros((len(self.horizons), 2))  # ... and their variance lines a + b x_hat
         self._var_ab[:, 0] = np.inf  # nothing known: every gap is 0 standard deviations
         self._var_ab_list = self._var_ab.tolist()
@@ -195,21 +212,39 @@ class SeasonalForecaster:
         return int((t * self.period_s % self.seasons[j]) // self.bin_s) % self.n_bins[j]
 
     def _close_bin(self, j: int) -> None:
-        """The bin in progress of season ``j`` ended: its mean of this season enters the profile."""
+        """The bin in progress of season ``j`` ended: its mean of this season enters the profile -- with
+        interpolation at the end of the next bin, whose first half still reads it. The residual level is measured
+        against the profile of the seasons before: taken in at once, a bin that took in a level shift (a step, in
+        whole by ``repeats_are_seasons``) moved the profile under the next bin's first half, and the level and
+        every forecast saw-toothed bin after bin while the shift went into the profile."""
         b = self.open_bin[j]
         if b >= 0 and self.open_n[j] > 0:
-            counts, prof = self.counts[j], self.profiles[j]
-            innovation = self.open_sum[j] / self.open_n[j] - float(prof[b])
-            if counts[b] > 0 and self.clip_sigmas > 0:
-                # a one-off (a flash crowd, a step) moves the bin by a few error stds, not to the event: it stays
-                # in the residual level, which decays, instead of coming back as a phantom the next season
-                limit = self.clip_sigmas * self.error_std(1, float(prof[b]))
-                innovation = min(max(innovation, -limit), limit)
-            counts[b] += 1.0
-            beta = max(1.0 / counts[b], self.beta_min)
-            prof[b] += beta * innovation
+            mean = self.open_sum[j] / self.open_n[j]
+            if self.interpolate and self.delayed_bins:
+                b, mean, self.pend_bin[j], self.pend_mean[j] = self.pend_bin[j], self.pend_mean[j], b, mean
+            if b >= 0:
+                self._take_in(j, b, mean)
         self.open_sum[j] = 0.0
         self.open_n[j] = 0
+
+    def _take_in(self, j: int, b: int, mean: float) -> None:
+        """Bin ``b`` of season ``j`` takes in this season's mean ``mean`` (tuples/s)."""
+        counts, prof = self.counts[j], self.profiles[j]
+        innovation = mean - float(prof[b])
+        if counts[b] > 0 and self.clip_sigmas > 0:
+            # a one-off (a flash crowd, a step) moves the bin by a few error stds, not to the event: it stays
+            # in the residual level, which decays, instead of coming back as a phantom the next season. A
+            # deviation beyond the limit in the same direction as the last season's is no one-off: the
+            # profile is (it kept a first season that was one, e.g. a holiday, as the weekly profile of its
+            # weekday for weeks), and the season is taken in whole
+            limit = self.clip_sigmas * self.error_std(1, float(prof[b]))
+            sign = math.copysign(1.0, innovation) if abs(innovation) > limit else 0.0
+            if sign == 0.0 or sign != self.beyond[j][b] or not self.repeats_are_seasons:
+                innovation = min(max(innovation, -limit), limit)
+            self.beyond[j][b] = sign
+        counts[b] += 1.0
+        beta = max(1.0 / counts[b], self.beta_min)
+        prof[b] += beta * innovation
 
     def observe(self, rate: float) -> None:
         """Period ``t`` ended with input rate ``rate`` (tuples/s)."""
@@ -305,28 +340,42 @@ class SeasonalForecaster:
         bucket = np.searchsorted(self.horizons, ahead, side="right") - 1
         ab = self._var_ab[bucket]
         scale = np.sqrt(np.maximum(ab[:, 0] + ab[:, 1] * xhat, 0.0))  # H: std of the error (tuples/s)
+        half = self.error_bins // 2
+        # the bin of the standardised error the rate must exceed, floor(gap / Z_BIN), clipped to the padded CDFs'
+        # range (-half - 1: below the first bin, half: above the last); a 0 / 0 gap is 0, an infinite one the end
+        # bin. In place, one H x C array: the plan's hottest line (the same floats as computing it step by step)
         with np.errstate(invalid="ignore", divide="ignore"):
-            gap = (thresholds[None, :] - xhat[:, None]) / scale[
-                :, None
-            ]  # the standardised error must exceed it
-        gap = np.nan_to_num(gap, nan=0.0, posinf=1e9, neginf=-1e9)
-        idx = np.floor(gap / Z_BIN).astype(np.int64) + self.error_bins // 2
-        # the CDFs padded with 0 below the first bin and 1 above the last: one gather, no H x bins copy
-        pad = self._cdf_padded()
-        below = pad[bucket[:, None], np.clip(idx + 1, 0, self.error_bins + 1)]
-        p = 1.0 - below
-        point = (xhat[:, None] > thresholds[None, :]).astype(float)
-        p = np.where(np.isnan(p), point, p)
-        return np.where(np.isinf(thresholds)[None, :], 0.0, p)
+            g = np.subtract(thresholds[None, :], xhat[:, None])
+            g /= scale[:, None]
+            g /= Z_BIN
+        np.floor(g, out=g)
+        np.clip(g, -half - 1, half, out=g)
+        nan = np.isnan(g)
+        if nan.any():
+            g[nan] = 0.0
+        # ... as an index into the flattened padded survival functions (exact: small integers in floats)
+        g += (bucket * (self.error_bins + 2) + half + 1).astype(float)[:, None]
+        sf, sf_nan = self._survival()
+        p = np.take(sf, g.astype(np.intp))
+        if sf_nan:  # a horizon without any error yet: the point forecast
+            point = (xhat[:, None] > thresholds[None, :]).astype(float)
+            p = np.where(np.isnan(p), point, p)
+        inf = np.isinf(thresholds)
+        if inf.any():
+            p[:, inf] = 0.0
+        return p
 
-    def _cdf_padded(self) -> np.ndarray:
-        """The error CDFs with a 0 column before and a 1 column after (cached with the CDFs they pad)."""
+    def _survival(self) -> tuple[np.ndarray, bool]:
+        """``1 -`` the error CDFs padded with 0 below the first bin and 1 above the last, flattened (one gather, no
+        H x bins copy), and whether any is undefined (a horizon without errors); cached with the CDFs."""
         assert self._cdf is not None
         if self._pad_of is not self._cdf:
             n = len(self._cdf)
-            self._pad = np.hstack([np.zeros((n, 1)), self._cdf, np.ones((n, 1))])
+            pad = np.hstack([np.zeros((n, 1)), self._cdf, np.ones((n, 1))])
+            self._sf = (1.0 - pad).reshape(-1)
+            self._sf_nan = bool(np.isnan(pad).any())
             self._pad_of = self._cdf
-        return self._pad
+        return self._sf, self._sf_nan
 
     def error_std(self, h: int, xhat: float) -> float:
         """Standard deviation (tuples/s) of the forecast error ``h`` periods ahead of a forecast ``xhat``
@@ -347,12 +396,16 @@ class SeasonalForecaster:
             "open_bin": self.open_bin,
             "open_sum": self.open_sum,
             "open_n": self.open_n,
+            "pend_bin": self.pend_bin,
+            "pend_mean": self.pend_mean,
         }
         arrays = {
             "fc_day": self.profiles[0],
             "fc_week": self.profiles[1],
             "fc_day_n": self.counts[0],
             "fc_week_n": self.counts[1],
+            "fc_day_beyond": self.beyond[0],
+            "fc_week_beyond": self.beyond[1],
             "fc_pred": np.array(self.pred),
             "fc_err": self.err_hist,
             # the cached CDFs decide like the counts they were computed from: kept for an exact continuation
@@ -367,6 +420,11 @@ class SeasonalForecaster:
         self.level, self.sxy, self.sxx = float(meta["level"]), float(meta["sxy"]), float(meta["sxx"])
         self.profiles = [arrays["fc_day"].copy(), arrays["fc_week"].copy()]
         self.counts = [arrays["fc_day_n"].copy(), arrays["fc_week_n"].copy()]
+        # states saved before the rule: no deviation beyond the limit remembered
+        self.beyond = [
+            arrays[key].copy() if key in arrays else np.zeros(n)
+            for key, n in zip(("fc_day_beyond", "fc_week_beyond"), self.n_bins, strict=True)
+        ]
         self.pred = arrays["fc_pred"].tolist()
         self.err_hist = arrays["fc_err"].copy()
         self.var_stats = arrays["fc_var_stats"].tolist()
@@ -379,6 +437,9 @@ class SeasonalForecaster:
         self.open_bin = [int(x) for x in meta["open_bin"]]
         self.open_sum = [float(x) for x in meta["open_sum"]]
         self.open_n = [int(x) for x in meta["open_n"]]
+        # states saved before the delay: nothing waiting (the last bin was taken in at its end)
+        self.pend_bin = [int(x) for x in meta.get("pend_bin", (-1, -1))]
+        self.pend_mean = [float(x) for x in meta.get("pend_mean", (0.0, 0.0))]
 
 
 def variance_line(stats: np.ndarray) -> tuple[float, float]:
