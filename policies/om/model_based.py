@@ -712,7 +712,7 @@ class ModelBased(Policy):
         return self._adding_capacity(d, q)
 
     def _settling_classes(self, rate: float, obs: Observation | None) -> np.ndarray | None:
-        """Per class, whether a change to it carries ``rate`` (tuples/s) and drains the period's backlog through
+        """Per class, whether a scale-in to it carries ``rate`` (tuples/s) and drains the period's backlog through
         its settling periods (:func:`policies.om.engine_plan.carries_while_settling`, at the engine model's
         penalty measured after scale-ins) and below the class's learned bound; None while the engine model does not
         plan."""
