@@ -19,8 +19,10 @@ What a user does, in one process (``bench_flink --policies``):
    monitor read from the engine (the tick's stored metrics; a period is violated above R_max, incomplete without
    a latency), slot-seconds of splitter and counter from the parallelism the REST API reports (sampled every
    second), reconfigurations and downtime from the ticks' apply results, records lost / duplicated from the final
-   counts. ``RunResult.series`` keeps per tick its status, the latency, the parallelism the REST API shows after
-   it and each operator's decision (outcome, target).
+   counts. ``RunResult.series`` keeps per tick its status, the latency, the measured input rates (tuples/s) and
+   service times (s per record), the parallelism the REST API shows after it, the mean parallelism during the
+   period observed (``parallelism_during``, from the samples), the period's bounds (``start``/``end``, epoch s),
+   the downtime of a rescale the tick applied (s), and each operator's decision (outcome, target).
 
 There is no pre-trained variant on this path (``-pretrained`` stays a harness run).
 """
@@ -177,9 +179,16 @@ class ParallelismSampler:
     def slot_s(self, start: float, end: float) -> float:
         """Slot-seconds of the controlled operators in ``[start, end)`` (epoch s), each sample held until the
         next."""
-        total = 0.0
+        return sum(self.slot_s_by_operator(start, end).values())
+
+    def slot_s_by_operator(self, start: float, end: float) -> dict[str, float]:
+        """Slot-seconds of each controlled operator in ``[start, end)`` (epoch s), each sample held until the
+        next."""
+        total = dict.fromkeys(CONTROLLED, 0.0)
         for (a, k), (b, _) in zip(self.samples, [*self.samples[1:], (end, {})], strict=True):
-            total += sum(k.values()) * max(0.0, min(b, end) - max(a, start))
+            held = max(0.0, min(b, end) - max(a, start))
+            for op in CONTROLLED:
+                total[op] += k.get(op, 0) * held
         return total
 
     def start(self) -> ParallelismSampler:
@@ -249,6 +258,9 @@ def run_product(
             status, am_last = live.control_slot(app, region, slot, period, am_period_s, am_last)
             end = slot * period
             row = _measure(res, app, slot, status, sampler.tick(), cfg.r_max_s)
+            held = sampler.slot_s_by_operator((slot - 1) * period, slot * period)
+            row.update(start=(slot - 1) * period, end=slot * period,
+                       parallelism_during={op: v / period for op, v in held.items()})  # fmt: skip
             log(_line(res.name, row))
             slot += 1
             if time.time() - start > cfg.duration_s + 180:
@@ -275,7 +287,9 @@ def _measure(
     metrics = (tick.metrics if tick else None) or {}
     paths = [v for v in (metrics.get("path_response_time_s") or {}).values() if v is not None]
     e2e = max(paths) if paths and metrics.get("complete") else None
-    rates = {op: (metrics.get("operators") or {}).get(op, {}).get("input_rate") for op in CONTROLLED}
+    ops = metrics.get("operators") or {}
+    rates = {op: ops.get(op, {}).get("input_rate") for op in CONTROLLED}
+    service = {op: ops.get(op, {}).get("service_time_mean_s") for op in CONTROLLED}
     decisions = {
         d.operator.name: {
             "outcome": d.outcome,
@@ -306,7 +320,9 @@ def _measure(
         "e2e_s": e2e,
         "input_rate": rates,
         "parallelism": dict(parallelism),
+        "service_time_s": service,
         "applied": None if result is None else bool(result.get("ok")),
+        "downtime_s": None if result is None else float(result.get("downtime_s") or 0.0),
         "decisions": decisions,
     }
     res.series.append(row)

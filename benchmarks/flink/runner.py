@@ -119,7 +119,9 @@ class RunResult:
     parallelism: list[dict[str, int]] = field(default_factory=list)
     #: per complete period, what each controlled operator's OM observed (replayed to pre-train a later run)
     observations: list[dict[str, Any]] = field(default_factory=list)
-    #: per measured period of a product run: slot, tick status, e2e latency (s), parallelism after the tick
+    #: per measured period: bounds (epoch s), parallelism during it, e2e latency (s, None when incomplete), input
+    #: rates and service times per controlled operator, downtime of a rescale applied after it; a product run
+    #: adds its slot, tick status, parallelism after the tick and decisions (``product._measure``)
     series: list[dict[str, Any]] = field(default_factory=list)
     error: str = ""
 
@@ -241,7 +243,10 @@ def run_one(cluster: FlinkCluster, cfg: BenchConfig, name: str, initial: dict[st
         result.periods += 1
         result.parallelism.append(dict(k))
         e2e = metrics.end_to_end_response_time_s
+        row = _series_row(metrics, now - length, now, k, e2e)
+        result.series.append(row)
         if not metrics.complete or e2e is None:
+            row["e2e_s"] = None
             result.incomplete += 1
             log(f"  {name} period {slot}: incomplete ({metrics.reason[:120]})")
             continue
@@ -279,6 +284,7 @@ def run_one(cluster: FlinkCluster, cfg: BenchConfig, name: str, initial: dict[st
                 continue
             result.reconfigurations += 1
             result.downtimes.append(res.downtime_s)
+            row["downtime_s"] = res.downtime_s
             if res.ok:
                 k.update(targets)
             else:
@@ -287,6 +293,22 @@ def run_one(cluster: FlinkCluster, cfg: BenchConfig, name: str, initial: dict[st
             break
     final_counts(conn.job.rest, job_id, cfg, counts_dir, result)
     return result
+
+
+def _series_row(metrics, start: float, end: float, k: dict[str, int], e2e: float | None) -> dict[str, Any]:  # noqa: ANN001
+    """One period of a harness run as the product's series keeps it (``product._measure``): bounds (epoch s),
+    parallelism during the period, end-to-end latency (s), input rate (tuples/s) and service time (s per record)
+    of each controlled operator; ``downtime_s`` is set when the period's step rescaled the job."""
+    ops = metrics.operators
+    return {
+        "start": start,
+        "end": end,
+        "parallelism_during": {op: float(k[op]) for op in CONTROLLED},
+        "e2e_s": e2e,
+        "input_rate": {op: ops[op].input_rate if op in ops else None for op in CONTROLLED},
+        "service_time_s": {op: ops[op].service_time_mean_s if op in ops else None for op in CONTROLLED},
+        "downtime_s": None,
+    }
 
 
 def submit(cluster: FlinkCluster, cfg: BenchConfig, name: str) -> tuple[str, Path]:

@@ -75,7 +75,10 @@ def simulator_prediction(
 
 def engine_model(series: list[dict[str, Any]], partitions: int | None, interval_s: float) -> MicroBatchModel:
     """The micro-batch engine model fitted from a run's periods as ``model-based`` fits it online: per period,
-    mean batch duration (s) and records per batch, executors, the latency measured; start-up periods skipped."""
+    mean batch duration (s) and records per batch, executors, the latency measured; start-up periods skipped.
+    It is refitted after every period, as the policy refits it: the per-record cost of the last window whose
+    batch sizes spread carries through a final window of one batch size (a model fitted only once, on the last
+    window, cannot separate overhead from cost there and predicts nothing)."""
     model = MicroBatchModel()
     for row in series:
         if row.get("startup"):
@@ -83,7 +86,8 @@ def engine_model(series: list[dict[str, Any]], partitions: int | None, interval_
         d, r = row.get("batch_duration_s"), row.get("batch_records")
         if d is None and row.get("batch_s"):  # series recorded before the period kept its means
             d, r = float(np.mean(row["batch_s"])), float(np.mean(row["batch_rows"]))
-        model.observe(r, d, int(row["executors"]), partitions, interval_s, row.get("latency_mean_s"))
+        if model.observe(r, d, int(row["executors"]), partitions, interval_s, row.get("latency_mean_s")):
+            model.fit()
     return model
 
 

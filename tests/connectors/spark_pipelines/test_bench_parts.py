@@ -442,3 +442,19 @@ def test_a_product_ticks_line_says_why_from_the_decision_log() -> None:
     assert _why(denied) == " (proposed 5; backlog step; denied: reconfiguration budget)"
     quiet = SimpleNamespace(proposal={"action": 0}, deployment={"exec.small": 2}, granted=False, reason="")
     assert _why(quiet) == ""
+
+
+def test_engine_prediction_carries_the_cost_through_a_last_window_of_one_batch_size():
+    """A run that spread its batch sizes early and then held one size for a whole window (the model's 40
+    periods) is still predicted: the model is refitted period by period, as the policy refits it online, so the
+    per-record cost of the spread window carries (fitted once at the end, it could not separate the overhead)."""
+    from policies.engine_model import WINDOW
+
+    early = [(1, 50.0), (1, 100.0), (1, 150.0), (1, 200.0), (2, 300.0), (2, 400.0)]
+    steady = [(2, 400.0)] * (WINDOW + 5)
+    series = [_batch_period(15.0 * i, k, r / 5.0, r) for i, (k, r) in enumerate(early + steady)]
+    prediction = engine_prediction(series, 5.0, 15.0, 12)
+    assert prediction is not None
+    viol, _, core_s = prediction
+    assert viol == 0.0 and core_s == pytest.approx(15.0 * sum(k for k, _ in early + steady))
+    assert engine_model(series, 12, 5.0).fit().cost_s_per_record == pytest.approx(0.02)
