@@ -71,7 +71,8 @@ def test_trace_schedule_emits_the_trace_rates_exactly_and_deterministically():
     "args, message",
     [
         (["--runs", "static-peak,magic"], "--runs: unknown run(s) ['magic']"),
-        (["--runs", "ds2"], "static-peak is the baseline"),
+        (["--runs", "", "--policies", ""], "--runs: nothing to run"),
+        (["--runs", "ds2", "--repeat", "0"], "--repeat: must be >= 1"),
         (["--cost-ms", "0"], "--cost-ms: must be > 0"),
     ],
 )
