@@ -96,7 +96,14 @@ class Command(BaseCommand):
             metavar="PATH",
             help="write one object per strategy and run to PATH (default docs/results/bench_flink.json)",
         )
-        parser.add_argument("--series-json", default="", help="write the product runs' per-tick rows here")
+        parser.add_argument("--series-json", default="", help="write every run's per-period rows here")
+        parser.add_argument(
+            "--predict-from",
+            default="",
+            metavar="SERIES_JSON",
+            help="start nothing: predict the runs of a --series-json file (benchmarks.flink.prediction), print "
+            "each beside its measured outcome and, with --json PATH, fill the predicted_* keys of PATH's rows",
+        )
 
     def handle(self, *args, **opts):
         from django.db import connection
@@ -104,6 +111,9 @@ class Command(BaseCommand):
         from benchmarks.live import summary
         from policies import registry
 
+        if opts["predict_from"]:
+            self._predict_from(Path(opts["predict_from"]), opts["json"], opts["r_max_s"])
+            return
         runs = [r.strip() for r in opts["runs"].split(",") if r.strip()]
         policies = [p.strip() for p in opts["policies"].split(",") if p.strip()]
         bad = [r for r in runs if r not in RUNS]
@@ -218,6 +228,41 @@ class Command(BaseCommand):
                 f"--{k.replace('_', '-')} {opts[k]}" for k in keys if opts[k] not in ("", None)
             )
             write_section("flink", body, cmd)
+
+    def _predict_from(self, series_path: Path, json_path: str | None, r_max_s: float) -> None:
+        """``--predict-from``: the prediction of every run of a series file, beside its measured violations."""
+        from benchmarks.flink.prediction import flink_prediction
+
+        try:
+            runs = json.loads(series_path.read_text())
+        except (OSError, ValueError) as exc:
+            raise CommandError(f"--predict-from: {series_path}: {exc}") from None
+        rows = []
+        if json_path:
+            try:
+                rows = json.loads(Path(json_path).read_text())
+            except (OSError, ValueError) as exc:
+                raise CommandError(f"--json: {json_path}: {exc}") from None
+        by_key = {(row["strategy"], row["run"]): row for row in rows}
+        self.stdout.write(
+            "| strategy | run | violations % measured (predicted) | slot-s measured (predicted) |\n|---|---|---|---|"
+        )
+        for run in runs:
+            predicted = flink_prediction(run["series"], r_max_s)
+            row = by_key.get((run["strategy"], run["run"]))
+            if row is not None:
+                row["predicted_violations_pct"] = None if predicted is None else round(predicted[0], 2)
+                row["predicted_core_s"] = None if predicted is None else round(predicted[2], 1)
+            measured = row or {}
+            pv = "no fit" if predicted is None else f"{predicted[0]:.1f}"
+            ps = "no fit" if predicted is None else f"{predicted[2]:.0f}"
+            self.stdout.write(
+                f"| {run['strategy']} | {run['run']} | {measured.get('violations_pct', '-')} ({pv}) | "
+                f"{measured.get('core_s', '-')} ({ps}) |"
+            )
+        if json_path:
+            Path(json_path).write_text(json.dumps(rows, indent=1) + "\n")
+            self.stdout.write(f"filled the predictions of {len(by_key)} rows in {json_path}")
 
 
 def measured_floor_note(results: list[tuple[int, RunResult]], cfg: BenchConfig, rows: list[dict]) -> str:

@@ -124,6 +124,19 @@ class RunResult:
     #: adds its slot, tick status, parallelism after the tick and decisions (``product._measure``)
     series: list[dict[str, Any]] = field(default_factory=list)
     error: str = ""
+    #: what the queue model fitted from the run predicts for its own parallelism series
+    #: (``prediction.flink_prediction``): violations % of complete periods, mean latency (s), slot-seconds
+    predicted_violations_pct: float | None = None
+    predicted_latency_s: float | None = None
+    predicted_slot_s: float | None = None
+
+    def predict(self, r_max_s: float) -> None:
+        """Fill the ``predicted_*`` fields from the run's series (left None when it cannot be fitted)."""
+        from .prediction import flink_prediction
+
+        predicted = flink_prediction(self.series, r_max_s)
+        if predicted is not None:
+            self.predicted_violations_pct, self.predicted_latency_s, self.predicted_slot_s = predicted
 
     @property
     def violation_pct(self) -> float:
@@ -370,6 +383,7 @@ def run_benchmark(root: str | Path, cfg: BenchConfig, runs: list[str], log=print
                                 log=log, history=earlier)  # fmt: skip
                 else:
                     r = run_one(cluster, cfg, name, mean, name, service_s=fitted, log=log)
+                r.predict(cfg.r_max_s)
                 results.append((rep, r))
                 log(run_line(r, cfg))
             for policy in policies or []:
@@ -377,6 +391,7 @@ def run_benchmark(root: str | Path, cfg: BenchConfig, runs: list[str], log=print
 
                 log(f"run {rep}/{repeat} {PREFIX}{policy}")
                 r = run_product(cluster, cfg, policy, log=log, **product)
+                r.predict(cfg.r_max_s)
                 results.append((rep, r))
                 log(run_line(r, cfg))
     finally:
@@ -391,14 +406,20 @@ def run_line(r: RunResult, cfg: BenchConfig) -> str:
         f"  {r.name}: {r.periods} periods ({r.incomplete} incomplete), violations {r.violation_pct:.0f} %, "
         f"{r.slot_s:.0f} slot-s = {r.slot_s / floor:.2f} x the clairvoyant floor ({floor:.0f} slot-s), "
         f"{r.reconfigurations} reconfigurations, lost {r.lost}, duplicated {r.duplicated}"
-        f"{', error: ' + r.error if r.error else ''}"
+        f"{', error: ' + r.error if r.error else ''}; predicted (queue model fitted from the run): "
+        + (
+            "no fit"
+            if r.predicted_violations_pct is None
+            else f"violations {r.predicted_violations_pct:.0f} %, mean latency {r.predicted_latency_s:.2f} s"
+        )
     )
 
 
 def json_rows(runs: list[tuple[int, RunResult]], cfg: BenchConfig) -> list[dict[str, Any]]:
     """One ``benchmarks.live.record`` per (repetition, run): core_s = slot-seconds of splitter and counter,
     against the static-peak run of the same repetition (else static peak's nominal slot-seconds: its parallelism x
-    the trace's duration) and against the clairvoyant floor; no engine model predicts Flink runs (None)."""
+    the trace's duration) and against the clairvoyant floor; ``predicted_*``: the queue model fitted from the run
+    (``prediction.flink_prediction``; None when it could not be fitted)."""
     rates = [r * cfg.rate_scale for r in cfg.schedule().rates]
     nominal = sum(cfg.static_parallelism(max(rates)).values()) * cfg.duration_s
     peak_of = {rep: r.slot_s for rep, r in runs if r.name == "static-peak" and r.slot_s > 0 and not r.error}
@@ -417,6 +438,8 @@ def json_rows(runs: list[tuple[int, RunResult]], cfg: BenchConfig) -> list[dict[
             r.reconfigurations,
             r.lost,
             r.duplicated,
+            r.predicted_violations_pct,
+            r.predicted_slot_s,
         )  # fmt: skip
         for rep, r in runs
     ]
