@@ -79,6 +79,7 @@ def carries_while_settling(
     class_speed: np.ndarray,
     rate: float,
     backlog: float | None,
+    consider: np.ndarray | None = None,
 ) -> np.ndarray:
     """Per class ``(class_n replicas, slowest speed class_speed)``: whether a scale-in to it keeps the mean
     response time within ``r_max_s`` (s) through the periods right after the change, when every batch runs slower
@@ -87,13 +88,18 @@ def carries_while_settling(
     ``backlog`` (tuples) exceeds one interval's arrivals, drains it within one period at that penalty. What a
     scale-in must satisfy: one that carries the rate only once settled violates while it settles, and the
     violation scales out again (seen on Spark and in simulation: 6 -> 4 -> 6 executors at 75 tuples/s, where 4
-    carry 83 once settled and 64 while settling)."""
+    carry 83 once settled and 64 while settling). ``consider`` (per class, default all): the classes to check; the
+    others are returned True unchecked (the caller consults only the classes a scale-in can reach)."""
     out = np.zeros(len(class_n), dtype=bool)
+    if consider is not None:
+        out[~consider] = True
     period = ctx.period_s
     waiting = 0.0 if backlog is None or period is None else float(backlog)
     if waiting <= rate * (ctx.interval_s or 0.0):
         waiting = 0.0  # no more than one interval's arrivals: nothing carried to drain
     for c, (n, s) in enumerate(zip(class_n.tolist(), class_speed.tolist(), strict=True)):
+        if consider is not None and not consider[c]:
+            continue
         carried = model.max_rate(
             int(n), ctx.interval_s, r_max_s, ctx.partitions, float(s), after_scale_in=True
         )

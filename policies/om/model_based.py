@@ -284,6 +284,9 @@ class ModelBased(Policy):
         self._class_rank = np.arange(self.space.n_classes) % n_speeds
         self._columns: tuple[np.ndarray, ...] | None = None  # per-deployment columns of _best_jump
         self._thresholds: np.ndarray | None = None  # n_c theta_s per class (tuples/s), from the brackets
+        # per class, the rate (tuples/s) the engine model carries, as _thresholds was last computed from (None when
+        # the engine model did not plan then)
+        self._engine_carried: np.ndarray | None = None
         # levels whose rate histogram changed since v_hat was last computed: all of them after a restore (the
         # saved v_hat may predate the last rates)
         self._dirty_levels = np.ones(self.levels.n, dtype=bool)
@@ -297,6 +300,7 @@ class ModelBased(Policy):
         recomputation would give them (:func:`level_exceedance`)."""
         if self._thresholds is None:
             engine = self._engine_thresholds()
+            self._engine_carried = engine
             if engine is None:
                 lo, hi = self.brackets()
                 theta = per_replica_bounds(lo, hi, self._queueing_guess())
@@ -552,7 +556,7 @@ class ModelBased(Policy):
                 q = self._grow_past_bound(d, planned, q)
         if rising and planned > rate:
             q = self._grow_past_bound(d, planned, q)
-        settles = self._settling_classes(max(rate, planned), obs)
+        settles = self._settling_classes(max(rate, planned), obs, self._capacity(k))
         if settles is not None:
             q = self._drop_unsettled_scale_ins(d, q, settles)
         if self.params["multi_step"] and obs is not None and obs.node_limited:
@@ -711,22 +715,28 @@ class ModelBased(Policy):
             return q
         return self._adding_capacity(d, q)
 
-    def _settling_classes(self, rate: float, obs: Observation | None) -> np.ndarray | None:
+    def _settling_classes(
+        self, rate: float, obs: Observation | None, capacity: float = math.inf
+    ) -> np.ndarray | None:
         """Per class, whether a scale-in to it carries ``rate`` (tuples/s) and drains the period's backlog through
         its settling periods (:func:`policies.om.engine_plan.carries_while_settling`, at the engine model's
         penalty measured after scale-ins) and below the class's learned bound; None while the engine model does not
-        plan."""
+        plan. Only the classes below ``capacity`` (the deployment's sum of speedups) are checked, the others are
+        True: a deployment with less capacity is in a class of less (replicas x slowest speed <= sum of
+        speedups), and only those are consulted."""
         if not self._engine_active() or self._engine_ctx is None or self._thresholds is None:
             return None
         speeds = np.unique(self.spec.speedups)
+        class_speed = speeds[self._class_rank]
         ok = engine_plan.carries_while_settling(
             self.engine,
             self._engine_ctx,
             self.spec.r_max_s,
             self.space.class_n,
-            speeds[self._class_rank],
+            class_speed,
             rate,
             None if obs is None else obs.backlog,
+            self.space.class_n * class_speed < capacity - 1e-9,
         )
         return ok & (rate <= self._thresholds)
 
@@ -768,7 +778,8 @@ class ModelBased(Policy):
         rate its class carries (a sixth executor on 8 partitions adds none: it runs the same two waves as four);
         ``q`` when there are none."""
         acts, dst, _ = self.space.moves(d)
-        engine = self._engine_thresholds()
+        # the array _threshold_model computed this period (one max_rate per class), else computed now
+        engine = self._engine_carried if self._thresholds is not None else self._engine_thresholds()
         if engine is not None:
             carried = engine[self.space.cls]
         else:
