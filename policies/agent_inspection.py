@@ -5,6 +5,9 @@
 - :func:`learning_curve`: cumulative average of per-period costs (the quantity the paper's learning curves show).
 - :func:`engine_fit`: the micro-batch engine model an OM fitted from its own periods (``model-based``), with its
   error.
+- :func:`capacity_fit`: what a ``model-based`` OM learned from busy time (utilisation) per node type: the
+  processing rate of one busy replica (tuples/s; DS2's and the Flink autoscaler's true processing rate), the
+  service variability, the per-replica rate it expects to meet the bound at, and the bracket its periods proved.
 """
 
 from __future__ import annotations
@@ -33,6 +36,40 @@ def engine_fit(policy: Policy) -> dict[str, Any] | None:
     if not isinstance(engine, MicroBatchModel) or not engine.samples:
         return None
     return engine.summary()
+
+
+def capacity_fit(policy: Policy) -> dict[str, Any] | None:
+    """Per node-type speed of ``policy`` (a ``model-based`` OM with ``capacity_bound``) that measured a busy time:
+    ``speed``, ``periods`` (periods that measured it), ``capacity_tuples_s`` (per busy replica:
+    :func:`policies.om.model_based.capacity_estimates`), ``service_ms`` (ms per record, 1000 / capacity),
+    ``bound_tuples_s`` (the per-replica rate an M/G/1 replica of that capacity and the learned variability serves
+    within R_max), ``proven_tuples_s`` / ``violated_tuples_s`` (the bracket of the per-replica bound: the highest
+    rate seen within it, the lowest seen above it; None when none); and ``variability`` ((1 + cs^2) / 2, one for
+    the operator). None when the policy keeps no such statistics or none was measured."""
+    from policies.om.model_based import capacity_estimates, queueing_variability
+
+    stats = getattr(policy, "cap_stats", None)
+    if not isinstance(stats, np.ndarray) or stats.ndim != 2 or not (stats[:, 0] > 0).any():
+        return None
+    speeds = np.unique(policy.spec.speedups)
+    capacity = capacity_estimates(stats)
+    lo, hi = policy.brackets()  # type: ignore[attr-defined]
+    bound = policy._queueing_guess()  # type: ignore[attr-defined]
+    rows = []
+    for rank in np.flatnonzero(stats[:, 0] > 0).tolist():
+        c = float(capacity[rank])
+        rows.append(
+            {
+                "speed": float(speeds[rank]),
+                "periods": int(stats[rank, 0]),
+                "capacity_tuples_s": c,
+                "service_ms": 1000.0 / c if c > 0 and np.isfinite(c) else None,
+                "bound_tuples_s": float(bound[rank]) if np.isfinite(bound[rank]) else None,
+                "proven_tuples_s": float(lo[rank]) if lo[rank] > 0 else None,
+                "violated_tuples_s": float(hi[rank]) if np.isfinite(hi[rank]) else None,
+            }
+        )
+    return {"variability": queueing_variability(policy.delay_stats), "types": rows}  # type: ignore[attr-defined]
 
 
 def greedy_map(policy: Policy, max_deployments: int = 60) -> dict[str, Any]:

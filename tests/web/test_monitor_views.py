@@ -510,3 +510,54 @@ def test_agent_inspector_shows_the_engine_model_the_om_fitted(alice, alice_clien
     html = r.content.decode()
     assert 'class="engine-fit"' in html and '<td class="num">0.70</td>' in html
     assert "Scaling exponent" in html and "20.000" in html  # ms per record
+
+
+def test_agent_inspector_shows_the_processing_rate_the_om_learned_from_busy_time(alice, alice_client):
+    """An OM with ``capacity_bound`` (model-based-trend, the product's default; as on Flink, where the monitor
+    reports busy time per subtask) shows per node type the processing rate of one busy replica it measured, the
+    service time and the per-replica rate it expects to meet the bound at; one that measured nothing shows no
+    table."""
+    from autoscaler.control.models import AgentState, ApplicationControl
+    from autoscaler.control.om_config import operator_spec
+    from autoscaler.control.rails import parse_rails
+    from autoscaler.control.topology import topology
+    from policies.base import Observation
+    from policies.om.model_based import ModelBased
+
+    from policies.registry import om_choice
+
+    trend = om_choice("model-based-trend")
+    app = simulated_pipeline(
+        "busy", n_operators=1, om_policy=trend["name"], om_params=trend["params"], owner="alice"
+    )
+    agent_html = alice_client.get("/applications/busy/agents/").content.decode()
+    assert "capacity-fit" not in agent_html  # no agent state yet
+    drive(app, 1)
+    agent = AgentState.objects.get(operator__application=app)
+    topo = topology(app)
+    control = ApplicationControl.objects.get(application=app)
+    op = topo.operators[0]
+    lo, hi = parse_rails(control.rails, [o.name for o in topo.all_operators]).bounds(
+        op.name, op.max_parallelism
+    )
+    policy = ModelBased.from_state(
+        operator_spec(topo, op, control.am_config, k_min=lo, k_max=hi), bytes(agent.blob)
+    )
+    policy.cap_stats[:] = 0.0  # what the simulated tick measured: replaced by a replica of 80 records/s
+    n_types = len(policy.spec.node_types)
+    dep = np.zeros(n_types, dtype=int)
+    dep[0] = 2
+    for rate in (40.0, 60.0, 80.0, 100.0, 120.0, 80.0):
+        # two replicas at 80 records/s each: utilisation = per-replica rate / 80
+        u = rate / 2.0 / 80.0
+        policy.step(Observation(dep, rate, response_time_s=0.05, violated=False, utilisation=u))
+    agent.blob = policy.state_bytes()
+    agent.save()
+    r = alice_client.get("/applications/busy/agents/")
+    fit = r.context["rows"][0]["capacity_fit"]
+    row = next(t for t in fit["types"] if t["node_type"] == policy.spec.node_types[0].name)
+    assert row["capacity_tuples_s"] == pytest.approx(80.0) and row["service_ms"] == pytest.approx(12.5)
+    assert row["periods"] >= 4 and row["proven_tuples_s"] == pytest.approx(60.0)
+    assert 0 < row["bound_tuples_s"] < 80.0
+    html = r.content.decode()
+    assert 'class="capacity-fit"' in html and "80.0" in html and "12.50" in html

@@ -1,6 +1,7 @@
 """Agent inspector ``/applications/<name>/agents/``: per OM its learned policy (tabular agents: best action per
 deployment x rate level), learning curve and fitted engine model (micro-batch engines); the AM's weights,
-per-operator bounds and BO history."""
+per-operator bounds and BO history; and what an OM learned from busy time (processing rate per busy replica, as on
+Flink)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,14 @@ def _agent_view(agent: AgentState | None, op, topo, control) -> dict:
         return {"note": f"state could not be read: {exc}"}
     fit = agent_inspection.engine_fit(policy)
     extra = {} if fit is None else {"engine_fit": fit}
+    capacity = agent_inspection.capacity_fit(policy)
+    if capacity is not None:
+        names: dict[float, list[str]] = {}
+        for t in spec.node_types:  # the statistics are per speed: node types of one speed share them
+            names.setdefault(float(t.speedup), []).append(t.name)
+        for row in capacity["types"]:
+            row["node_type"] = ", ".join(names.get(row["speed"], [f"speed {row['speed']:g}"]))
+        extra["capacity_fit"] = capacity
     if not agent_inspection.is_tabular(policy):
         return {"note": f"{agent.policy} is not tabular: no learned table to show", **extra}
     return {"map": agent_inspection.greedy_map(policy), **extra}
@@ -50,7 +59,8 @@ def agents_page(request, name: str):
     for op in topo.operators:
         agent = agents.get(op.pk)
         view = _agent_view(agent, op, topo, control)
-        engine_fit = view.pop("engine_fit", None)  # a table of the page, not chart data
+        engine_fit = view.pop("engine_fit", None)  # tables of the page, not chart data
+        capacity_fit = view.pop("capacity_fit", None)
         curve = (
             agent_inspection.learning_curve(frame.col(f"agent_cost:{op.name}")) if len(frame) else np.zeros(0)
         )
@@ -66,6 +76,7 @@ def agents_page(request, name: str):
                 "has_map": "map" in view,
                 "has_curve": "curve" in view,
                 "engine_fit": engine_fit,
+                "capacity_fit": capacity_fit,
             }
         )
     am = (control.am_config if control else {}) or {}
