@@ -189,3 +189,60 @@ def test_the_budget_wait_plans_further_along_the_trend() -> None:
     t_wait, h_wait = when_capacity_reaches(4.0, 10.0)
     assert t_wait < t_full, (t_wait, t_full)
     assert max(h_wait) > max(h_full)
+
+
+def _noisy_rise_and_fall(seed: int) -> list[float]:
+    """100 -> 900 tuples/s over 120 periods, 30 held, down to 200 over 80; 6 % multiplicative noise per period."""
+    rng = np.random.default_rng(seed)
+    base = list(np.linspace(100, 900, 120)) + [900.0] * 30 + list(np.linspace(900, 200, 80))
+    return [max(10.0, r * (1 + 0.06 * rng.standard_normal())) for r in base]
+
+
+def _reversals(capacity: list[float]) -> int:
+    """Removals of capacity followed within 5 periods by an addition (a change undone)."""
+    return sum(
+        1
+        for i in range(1, len(capacity))
+        if capacity[i] < capacity[i - 1] - 1e-9
+        and any(capacity[j] > capacity[j - 1] + 1e-9 for j in range(i + 1, min(len(capacity), i + 6)))
+    )
+
+
+def test_an_addition_is_kept_until_it_took_effect_and_settled(monkeypatch) -> None:
+    """On a noisy rise and fall with a one-period actuation delay, a scale-in decided right after capacity was
+    added (on the periods the addition was made for) is withheld for the lead time plus the period that teaches
+    no bound: fewer changes undone and fewer violations than without the hold, at no more capacity."""
+    speeds = np.array([t.speedup for t in TYPES])
+    totals = {}
+    for hold in (True, False):
+        if not hold:
+            monkeypatch.setattr(ModelBased, "_hold_periods", lambda self: 0)
+        rev = viol = 0
+        cap = 0.0
+        notes = []
+        for seed in range(3):
+            out, _ = run_delayed(TREND, _noisy_rise_and_fall(seed), delay=1)
+            capacity = [float(k @ speeds) for k, _, _ in out]
+            rev += _reversals(capacity)
+            viol += sum(v for _, v, _ in out)
+            cap += sum(capacity)
+            for k, _, p in out:
+                if "hold" in p.explanation:
+                    notes.append(p.explanation["hold"])
+                    assert float(p.deployment @ speeds) >= float(k @ speeds) - 1e-9  # nothing removed
+        totals[hold] = (rev, viol, cap, notes)
+    (rev_h, viol_h, cap_h, notes), (rev_0, viol_0, cap_0, none) = totals[True], totals[False]
+    assert rev_h < rev_0 and viol_h <= viol_0, totals
+    assert cap_h <= cap_0 * 1.01, (cap_h, cap_0)
+    assert notes and not none
+    assert all(n["added_periods_ago"] < n["hold_periods"] for n in notes)
+
+
+def test_the_last_addition_survives_a_restart() -> None:
+    policy = ModelBased(spec(), TREND, seed=1)
+    k = np.array([1, 0, 0])
+    observe(policy, k, 100.0)
+    observe(policy, np.array([2, 0, 0]), 150.0)
+    assert policy._added_at == 0 and policy._holding_addition()
+    restored = ModelBased.from_state(spec(), policy.state_bytes())
+    assert restored._added_at == 0 and restored._holding_addition()
