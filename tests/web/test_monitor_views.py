@@ -523,7 +523,6 @@ def test_agent_inspector_shows_the_processing_rate_the_om_learned_from_busy_time
     from autoscaler.control.topology import topology
     from policies.base import Observation
     from policies.om.model_based import ModelBased
-
     from policies.registry import om_choice
 
     trend = om_choice("model-based-trend")
