@@ -464,21 +464,14 @@ def test_rollup_task_is_on_the_beat_schedule_and_never_rolls_a_period_up_twice(r
     assert len(rollup.load(recorded)) == TICKS + 3
 
 
-def test_agent_inspector_shows_the_engine_model_the_om_fitted(alice, alice_client):
-    """A model-based OM that observed micro-batches (as on Spark) shows its fit, with the learned scaling
-    exponent, on the agent page; an OM without batch measurements shows none."""
+def _stored_model_based(app):  # noqa: ANN001, ANN202
+    """(agent state row, the ``model-based`` policy restored from it) of the application's one scaled operator."""
     from autoscaler.control.models import AgentState, ApplicationControl
     from autoscaler.control.om_config import operator_spec
     from autoscaler.control.rails import parse_rails
     from autoscaler.control.topology import topology
-    from policies.base import Observation
-    from policies.engine_model import effective_parallelism
     from policies.om.model_based import ModelBased
 
-    app = simulated_pipeline("batches", n_operators=1, om_policy="model-based", owner="alice")
-    drive(app, 1)
-    html = alice_client.get("/applications/batches/agents/").content.decode()
-    assert "engine-fit" not in html  # the simulator reports no micro-batches
     agent = AgentState.objects.get(operator__application=app)
     topo = topology(app)
     control = ApplicationControl.objects.get(application=app)
@@ -486,9 +479,21 @@ def test_agent_inspector_shows_the_engine_model_the_om_fitted(alice, alice_clien
     lo, hi = parse_rails(control.rails, [o.name for o in topo.all_operators]).bounds(
         op.name, op.max_parallelism
     )
-    policy = ModelBased.from_state(
-        operator_spec(topo, op, control.am_config, k_min=lo, k_max=hi), bytes(agent.blob)
-    )
+    spec = operator_spec(topo, op, control.am_config, k_min=lo, k_max=hi)
+    return agent, ModelBased.from_state(spec, bytes(agent.blob))
+
+
+def test_agent_inspector_shows_the_engine_model_the_om_fitted(alice, alice_client):
+    """A model-based OM that observed micro-batches (as on Spark) shows its fit, with the learned scaling
+    exponent, on the agent page; an OM without batch measurements shows none."""
+    from policies.base import Observation
+    from policies.engine_model import effective_parallelism
+
+    app = simulated_pipeline("batches", n_operators=1, om_policy="model-based", owner="alice")
+    drive(app, 1)
+    html = alice_client.get("/applications/batches/agents/").content.decode()
+    assert "engine-fit" not in html  # the simulator reports no micro-batches
+    agent, policy = _stored_model_based(app)
     n_types = len(policy.spec.node_types)
     for k, records in ((1, 100.0), (1, 150.0), (1, 200.0), (2, 200.0), (2, 300.0), (2, 300.0), (3, 400.0)):
         for _ in range(2):
@@ -517,12 +522,7 @@ def test_agent_inspector_shows_the_processing_rate_the_om_learned_from_busy_time
     reports busy time per subtask) shows per node type the processing rate of one busy replica it measured, the
     service time and the per-replica rate it expects to meet the bound at; one that measured nothing shows no
     table."""
-    from autoscaler.control.models import AgentState, ApplicationControl
-    from autoscaler.control.om_config import operator_spec
-    from autoscaler.control.rails import parse_rails
-    from autoscaler.control.topology import topology
     from policies.base import Observation
-    from policies.om.model_based import ModelBased
     from policies.registry import om_choice
 
     trend = om_choice("model-based-trend")
@@ -532,16 +532,7 @@ def test_agent_inspector_shows_the_processing_rate_the_om_learned_from_busy_time
     agent_html = alice_client.get("/applications/busy/agents/").content.decode()
     assert "capacity-fit" not in agent_html  # no agent state yet
     drive(app, 1)
-    agent = AgentState.objects.get(operator__application=app)
-    topo = topology(app)
-    control = ApplicationControl.objects.get(application=app)
-    op = topo.operators[0]
-    lo, hi = parse_rails(control.rails, [o.name for o in topo.all_operators]).bounds(
-        op.name, op.max_parallelism
-    )
-    policy = ModelBased.from_state(
-        operator_spec(topo, op, control.am_config, k_min=lo, k_max=hi), bytes(agent.blob)
-    )
+    agent, policy = _stored_model_based(app)
     policy.cap_stats[:] = 0.0  # what the simulated tick measured: replaced by a replica of 80 records/s
     n_types = len(policy.spec.node_types)
     dep = np.zeros(n_types, dtype=int)
