@@ -389,8 +389,7 @@ def _tick_line(name: str, app, slot: int, status: str) -> str:  # noqa: ANN001
 
 def _why(decision) -> str:  # noqa: ANN001
     """What the decision log says of a tick beyond its numbers (the bench deletes the log after the run): the
-    executors proposed when they differ from those in place, a scale-in withheld for its settling or after a
-    recent addition (hold), a backlog
+    executors proposed when they differ from those in place, a scale-in withheld for its settling, a backlog
     step, the engine model's penalty and scaling exponent, and the AM's reason for a denial."""
     proposal = decision.proposal or {}
     ex = proposal.get("explanation") or {}
@@ -401,9 +400,6 @@ def _why(decision) -> str:  # noqa: ANN001
     settling = ex.get("settling")
     if settling:
         parts.append(f"scale-in to {sum(settling.get('withheld') or [])} withheld (settling)")
-    hold = ex.get("hold")
-    if hold:
-        parts.append(f"scale-in withheld (added {hold.get('added_periods_ago')} period(s) ago)")
     engine = ex.get("engine_model") or {}
     if engine.get("backlog_step"):
         parts.append("backlog step")

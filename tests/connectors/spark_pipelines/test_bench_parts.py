@@ -442,11 +442,6 @@ def test_a_product_ticks_line_says_why_from_the_decision_log() -> None:
     assert _why(denied) == " (proposed 5; backlog step; denied: reconfiguration budget)"
     quiet = SimpleNamespace(proposal={"action": 0}, deployment={"exec.small": 2}, granted=False, reason="")
     assert _why(quiet) == ""
-    held = SimpleNamespace(
-        proposal={"action": 0, "explanation": {"hold": {"added_periods_ago": 1, "hold_periods": 3}}},
-        deployment={"exec.small": 4}, granted=False, reason="",
-    )  # fmt: skip
-    assert _why(held) == " (scale-in withheld (added 1 period(s) ago))"
 
 
 def test_engine_prediction_carries_the_cost_through_a_last_window_of_one_batch_size():
