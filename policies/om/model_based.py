@@ -261,8 +261,6 @@ class ModelBased(Policy):
         self._forecast_note: dict[str, Any] | None = None  # the explanation of this step's planned rate
         self._frugal_note: dict[str, Any] | None = None  # the explanation of a step chosen under a node limit
         self._settle_note: dict[str, Any] | None = None  # a scale-in withheld for its settling (engine model)
-        self._hold_note: dict[str, Any] | None = None  # a scale-in withheld after a recent addition
-        self._added_at: int | None = None  # the learning step at which capacity was last seen added
         self._waiting_jump: np.ndarray | None = None  # the last step proposed (kept while it waits)
         self.engine = MicroBatchModel()  # engine_model: fitted from micro-batch measurements
         self._engine_ctx: engine_plan.EngineContext | None = None  # interval, partitions, period last seen
@@ -409,8 +407,6 @@ class ModelBased(Policy):
         if self.params["trend_periods"]:
             self.trend.observe(rate_prev, rate_now)
             self.lead.observed(self.t, self._capacity(k_now))
-        if self._capacity(k_now) > self._capacity(k_prev) + 1e-9:
-            self._added_at = self.t
         l_prev, l_now = levels.level(rate_prev), levels.level(rate_now)
         self.trans_counts[l_prev, l_now] += 1.0
         row = self.trans_counts[l_prev]
@@ -526,7 +522,6 @@ class ModelBased(Policy):
         self._forecast_note = None
         self._frugal_note = None
         self._settle_note = None
-        self._hold_note = None
         d = self.space.lookup(k)
         if d < 0:
             return outside_space_action(self.space, k, self.spec), {}
@@ -564,9 +559,6 @@ class ModelBased(Policy):
         settles = self._settling_classes(max(rate, planned), obs, self._capacity(k))
         if settles is not None:
             q = self._drop_unsettled_scale_ins(d, q, settles)
-        if self._holding_addition():
-            q = self._keeping_capacity(d, q)
-            settles = np.zeros(self.space.n_classes, dtype=bool)  # and no step to less capacity either
         if self.params["multi_step"] and obs is not None and obs.node_limited:
             frugal = self._fewest_new_replicas(d, level)
             if frugal is not None:
@@ -649,8 +641,6 @@ class ModelBased(Policy):
             extras["node_limit"] = self._frugal_note
         if self._settle_note is not None:
             extras["settling"] = self._settle_note
-        if self._hold_note is not None:
-            extras["hold"] = self._hold_note
         extras.update(self._engine_extras())
         return extras
 
@@ -772,44 +762,6 @@ class ModelBased(Policy):
                 "reason": (
                     "scale-in withheld: the engine model expects it to exceed R_max while it settles (batches "
                     "slower by the penalty measured after scale-ins, or the backlog not drained within a period)"
-                ),
-            }
-        return kept
-
-    def _hold_periods(self) -> int:
-        """How many learning steps an addition of capacity is kept (``capacity_bound``): the periods a scale-out
-        took to take effect (the lead time learner, 1 before it measured one) plus the periods after a change
-        that teach no bound (the engine model's settling periods while it plans, else 1). A scale-in decided
-        sooner is decided on the periods the addition was made for, not on the deployment it made: on Flink the
-        first complete period after the restart read a dip (118.5 tuples/s after 125 rising) and the subtask
-        added was removed on a 0.5 % difference of the value estimates, and added back two periods later."""
-        settle = self.engine.settle_periods if self._engine_active() else 1
-        return self.lead.periods() + settle
-
-    def _holding_addition(self) -> bool:
-        """Whether capacity was added fewer than :meth:`_hold_periods` learning steps ago (``capacity_bound``)."""
-        if not self.params["capacity_bound"] or self._added_at is None:
-            return False
-        return self.t - self._added_at < self._hold_periods()
-
-    def _keeping_capacity(self, d: int, q: dict[int, float]) -> dict[int, float]:
-        """The actions of ``q`` less those that remove capacity (sum of speedups) from ``d``; noted for the
-        explanation when the best action was one of them."""
-        speed = self._space_columns()[1]
-        acts, dst, _ = self.space.moves(d)
-        removing = {a for a, t in zip(acts, dst.tolist(), strict=True) if speed[t] < speed[d] - 1e-9}
-        kept = {a: v for a, v in q.items() if a not in removing}
-        if not kept:
-            return q
-        if mdp.greedy(q) in removing:
-            since = self.t - (self._added_at or 0)
-            self._hold_note = {
-                "added_periods_ago": since,
-                "hold_periods": self._hold_periods(),
-                "reason": (
-                    f"scale-in withheld: capacity was added {since} period(s) ago; an addition is kept for the "
-                    f"{self._hold_periods()} period(s) it took to take effect and to settle before its removal is "
-                    "decided on the deployment it made"
                 ),
             }
         return kept
@@ -1089,7 +1041,6 @@ class ModelBased(Policy):
             "trend": self.trend.state(),
             "lead": self.lead.state(),
             "waiting_jump": None if self._waiting_jump is None else self._waiting_jump.tolist(),
-            "added_at": self._added_at,
             "engine_model": self.engine.to_state(),
             "engine_ctx": None if self._engine_ctx is None else self._engine_ctx.state(),
         }
@@ -1146,8 +1097,6 @@ class ModelBased(Policy):
         self.lead.load(meta.get("lead"))
         wj = meta.get("waiting_jump")
         self._waiting_jump = None if wj is None else np.asarray(wj, dtype=np.int64)
-        added = meta.get("added_at")  # states saved before the hold existed: no recent addition
-        self._added_at = None if added is None else int(added)
         # states saved before engine_model existed start a new fit
         em = meta.get("engine_model")
         self.engine = MicroBatchModel() if em is None else MicroBatchModel.from_state(em)
