@@ -54,7 +54,7 @@ def capacity_fit(policy: Policy) -> dict[str, Any] | None:
     speeds = np.unique(policy.spec.speedups)
     capacity = capacity_estimates(stats)
     lo, hi = policy.brackets()  # type: ignore[attr-defined]
-    bound = policy._queueing_guess()  # type: ignore[attr-defined]
+    bound = policy.per_replica_bound()  # type: ignore[attr-defined]
     rows = []
     for rank in np.flatnonzero(stats[:, 0] > 0).tolist():
         c = float(capacity[rank])

@@ -351,6 +351,11 @@ class ModelBased(Policy):
         cap = np.where(capacity > self.thr_lo, capacity, np.inf)
         return np.minimum(self.thr_hi, cap)
 
+    def per_replica_bound(self) -> np.ndarray:
+        """Per speed rank, the per-replica rate (tuples/s) an M/G/1 replica of the measured capacity serves within
+        R_max (:meth:`_queueing_guess`; ``inf`` without a measured capacity): for inspection."""
+        return self._queueing_guess()
+
     def _queueing_guess(self) -> np.ndarray:
         """Per speed rank, the per-replica rate (tuples/s) at which an M/G/1 queue served at the measured capacity
         ``c``, with the service variability learned from the operator's own response times
