@@ -189,6 +189,27 @@ def _complete_ticks(db_path: Path, application: str) -> int:
     return len({slot for slot, obs in rows if json.loads(obs).get("complete")})
 
 
+def _demo_failure(var: Path, application: str) -> str:
+    """What a failed demo's log lines cut short: the distinct reasons of its ticks without data (from its
+    database, in full, oldest first) and the last lines of its pipelines' logs."""
+    parts = []
+    try:
+        with sqlite3.connect(var / "db.sqlite3") as db:
+            rows = db.execute(
+                "SELECT t.status, t.error, COUNT(*), MIN(t.slot) FROM control_tick t "
+                "JOIN autoscaler_application a ON a.id = t.application_id WHERE a.name = ? "
+                "GROUP BY t.status, t.error ORDER BY MIN(t.slot)",
+                (application,),
+            ).fetchall()
+        parts += [f"{n} tick(s) {status} from slot {first}: {error}" for status, error, n, first in rows]
+    except sqlite3.Error as exc:
+        parts.append(f"ticks not readable: {exc}")
+    for stage_log in sorted(var.glob("*-demo/logs/*.log")):
+        lines = stage_log.read_text(errors="replace").splitlines()[-5:]
+        parts.append(f"{stage_log.name}: " + " | ".join(line[:300] for line in lines))
+    return "\n".join(parts) + "\n--- the demo's output ---\n"
+
+
 @pytest.fixture
 def run_demo(tmp_path):
     """``run_demo(args, seconds, application, ticks=2, ready=None)``: run ``bash scripts/demo.sh *args`` (15-s
@@ -234,7 +255,7 @@ def run_demo(tmp_path):
                 if proc.poll() is None:
                     proc.kill()
         out = log.read_text(errors="replace")
-        assert proc.returncode == 0, out[-4000:]
+        assert proc.returncode == 0, _demo_failure(var, application) + out[-4000:]
         with sqlite3.connect(var / "db.sqlite3") as db:
             rows = db.execute(
                 "SELECT o.name, d.outcome, d.observed FROM control_decision d "

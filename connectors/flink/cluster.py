@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -103,6 +104,28 @@ def drop_stale_pids(proc_dir: Path) -> list[int]:
 def daemon_pids(proc_dir: Path) -> list[int]:
     """The pids of ``proc_dir``'s pid files that run a daemon started for it (:func:`started_from`)."""
     return [pid for pids in _pid_files(proc_dir).values() for pid in pids if started_from(pid, proc_dir)]
+
+
+#: log lines that say why a daemon stopped: a signal, a fatal error, an out-of-memory, a task that would not cancel
+STOP_CAUSES = re.compile(
+    r"RECEIVED SIGNAL|Fatal error|FATAL|OutOfMemoryError|did not react to cancelling|Terminating TaskManager"
+    r"|Task did not exit gracefully|Could not register|Closing TaskExecutor connection|heartbeat.*timed out",
+    re.IGNORECASE,
+)
+
+
+def stop_causes(proc_dir: Path, limit: int = 4) -> str:
+    """The first ``limit`` lines of the daemon's ``.log`` files under ``proc_dir/log`` that say why it stopped
+    (:data:`STOP_CAUSES`), each cut to 300 characters; "" when none does. A failure message shows them before
+    the log's tail, which after a stop is only the shutdown sequence."""
+    found: list[str] = []
+    for f in sorted((proc_dir / "log").glob("*.log")):
+        for line in f.read_text(errors="replace").splitlines():
+            if STOP_CAUSES.search(line):
+                found.append(line[:300])
+                if len(found) >= limit:
+                    return " | ".join(found)
+    return " | ".join(found)
 
 
 def log_tail(proc_dir: Path, lines: int = 15) -> str:
@@ -304,6 +327,15 @@ class FlinkCluster:
         (tm / "profile.json").unlink(missing_ok=True)
         tm.rename(stopped / f"{node_id}-{int(time.time() * 1000)}")  # logs kept for diagnosis
 
+    def ensure_taskmanager(self, node_id: str, profile: TaskManagerProfile) -> bool:
+        """Start TaskManager ``node_id`` with ``profile`` again when the JobManager does not list it (it stopped:
+        its logs move to ``<root>/tm-stopped``); True when it had to be started."""
+        if node_id in self.taskmanager_ids():
+            return False
+        self.stop_taskmanager(node_id)
+        self.start_taskmanager(node_id, profile)
+        return True
+
     def local_taskmanagers(self) -> dict[str, TaskManagerProfile]:
         """TaskManagers started by this cluster object (id -> profile), from their directories."""
         base = self.root / "tm"
@@ -340,18 +372,24 @@ class FlinkCluster:
         )
 
     def job_diagnosis(self, job_id: str, seen: str = "") -> str:
-        """One line for a failure message: what the caller saw (``seen``), the job's state now, the TaskManagers
-        the JobManager lists and the job's latest root exception."""
+        """One line for a failure message: why a TaskManager started here stopped, when one did (first: long
+        messages get cut), what the caller saw (``seen``), the job's state now, the TaskManagers the JobManager
+        lists and the job's latest root exception."""
         rest = self.rest()
         registered = self.taskmanager_ids()
+        missing = [node_id for node_id in self.local_taskmanagers() if node_id not in registered]
+        causes = "".join(
+            f"TaskManager {node_id} not registered, why: "
+            f"{stop_causes(self.root / 'tm' / node_id) or 'no cause logged'}; "
+            for node_id in missing
+        )
         gone = {
             node_id: ("running" if daemon_pids(self.root / "tm" / node_id) else "exited")
             + f": {log_tail(self.root / 'tm' / node_id, 5)}"
-            for node_id in self.local_taskmanagers()
-            if node_id not in registered
+            for node_id in missing
         }
         return (
-            f"{seen}; job state {rest.job(job_id)['state']}; TaskManagers registered: {registered}"
+            f"{causes}{seen}; job state {rest.job(job_id)['state']}; TaskManagers registered: {registered}"
             f"{f', started here and not registered: {gone}' if gone else ''}; "
             f"root exception: {rest.failure_cause(job_id) or 'none'}"
         )

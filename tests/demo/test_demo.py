@@ -8,7 +8,7 @@ import os
 import pytest
 
 #: the bound of a demo that never records complete ticks; the test stops it once it has (conftest.run_demo)
-DEMO_SECONDS = int(os.environ.get("TEST_DEMO_SECONDS", "420"))
+DEMO_SECONDS = int(os.environ.get("TEST_DEMO_SECONDS", "1200"))
 
 pytestmark = pytest.mark.slow
 

@@ -39,7 +39,7 @@ def test_counts_stay_exact_across_several_rescales_in_a_row(shared_cluster):
     time.sleep(25)  # the job runs, checkpoints and counts for a while before the first restart
     for slot, (op, k) in enumerate(RESCALES, start=1):
         result = conn.realizer.apply(ScalingPlan({op: {"vm.small": k}}, slot=slot))
-        assert result.ok, (op, k, result.error, cluster.job_diagnosis(job_id, "after the apply"))
+        assert result.ok, (cluster.job_diagnosis(job_id, "after the apply"), op, k, result.error)
         time.sleep(3)
     deadline = submitted + JOB["duration_s"] + 150
     while (state := cluster.rest().job(job_id)["state"]) != "FINISHED":

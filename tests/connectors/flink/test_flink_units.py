@@ -359,3 +359,21 @@ def test_a_job_looked_up_by_name_that_runs_no_more_is_not_running_not_unreachabl
     m = monitor.collect(Period(1, 0.0, 60.0))
     assert not m.complete and m.cause == Cause.JOB_NOT_RUNNING
     assert "Flink unavailable: no running Flink job named 'wordcount'" in m.reason
+
+
+def test_stop_causes_name_the_signal_or_fatal_error_not_the_shutdown_sequence(tmp_path):
+    from connectors.flink.cluster import stop_causes
+
+    log = tmp_path / "log"
+    log.mkdir()
+    assert stop_causes(tmp_path) == ""  # no log line says why
+    (log / "flink--taskexecutor-0-vm.log").write_text(
+        "INFO Task switched from RUNNING to CANCELING\n"
+        "ERROR org.apache.flink.runtime.taskexecutor.TaskManagerRunner - Fatal error occurred while executing "
+        "the TaskManager. Shutting it down...\n"
+        "INFO Shutting down TaskExecutorFileMergingManager.\n"
+    )
+    (log / "flink--taskexecutor-0-vm.out").write_text("RECEIVED SIGNAL 15 in the .out file is not read\n")
+    causes = stop_causes(tmp_path)
+    assert "Fatal error occurred" in causes and "CANCELING" not in causes and "FileMerging" not in causes
+    assert "RECEIVED SIGNAL" not in causes
