@@ -125,12 +125,16 @@ class Observation:
     can hold (:meth:`Policy.revise_for_node_limit`): the replicas asked for may never come, so a policy that can
     (model-based with ``multi_step``) asks instead for the deployment expected to meet the bound with the fewest
     new replicas, of any node type.
+    ``period_s``: the control period's length (s), when the loop knows it.
+    ``restart_s``: the downtime (s) the connector measured for the application's latest reconfiguration (0: a
+    live change; None: no reconfiguration yet, or none measured): what the period after a change lost, and what a
+    change now is expected to stop the job for (model-based ``restart_aware``).
 
     Micro-batch engines (Spark) also report, for :mod:`policies.engine_model` (None elsewhere):
     ``batch_duration_s``: mean duration of the period's micro-batches (s); ``batch_records``: mean records per
     micro-batch; ``partitions``: partitions a batch's tasks are split into (None: unknown);
     ``batch_interval_s``: the trigger interval (s); ``backlog``: tuples waiting for a batch at the end of the
-    period; ``period_s``: the control period's length (s).
+    period.
     """
 
     deployment: np.ndarray
@@ -148,6 +152,7 @@ class Observation:
     batch_interval_s: float | None = None
     backlog: float | None = None
     period_s: float | None = None
+    restart_s: float | None = None
 
 
 @dataclass

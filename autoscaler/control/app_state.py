@@ -14,7 +14,10 @@ scale (absent = never set = 1); ``history``: the last :data:`HISTORY_KEPT` tunin
 ``operator_memory["__app__"]``::
 
     {seen: {operator: {type: replicas}}, waiting: n, node_limited: [operator, ...], last_apply_slot: slot,
-     guard: ViolationBudgetGuard.to_dict()}
+     guard: ViolationBudgetGuard.to_dict(), last_downtime_s: s}
+
+(``last_downtime_s``: the downtime the connector measured for the latest applied reconfiguration, s; the OMs
+see it as ``Observation.restart_s``.)
 
 every key optional (absent = never written).
 """
@@ -98,6 +101,8 @@ class AppMemory:
     node_limited: list[str] | None = None
     last_apply_slot: int | None = None
     guard: dict[str, Any] | None = None
+    #: the connector's measured downtime of the latest applied reconfiguration (s)
+    last_downtime_s: float | None = None
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> AppMemory:
@@ -111,6 +116,7 @@ class AppMemory:
             node_limited=None if limited is None else list(limited),
             last_apply_slot=None if slot is None else int(slot),
             guard=data.get("guard"),
+            last_downtime_s=None if data.get("last_downtime_s") is None else float(data["last_downtime_s"]),
         )
 
     @classmethod
@@ -125,6 +131,7 @@ class AppMemory:
             "node_limited": self.node_limited,
             "last_apply_slot": self.last_apply_slot,
             "guard": self.guard,
+            "last_downtime_s": self.last_downtime_s,
         }
         return {k: v for k, v in fields.items() if v is not None}
 

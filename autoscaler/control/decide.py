@@ -173,6 +173,8 @@ def observe_and_propose(p: TickContext, agents: dict[int, AgentState]) -> Propos
             processing_rate=m.processing_rate,
             budget_wait_periods=budget_wait,
             node_limited=op.name in node_limited,
+            period_s=p.period_s,
+            restart_s=p.app_mem.last_downtime_s,
         )
         _add_batch_fields(obs, m, p.period_s)
         policies.append(policy)

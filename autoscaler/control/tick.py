@@ -413,6 +413,7 @@ def _record_apply(app: Application, tick_id: int, result: ApplyResult, started: 
             control.reconfigurations_applied_total += 1
             applied = AppMemory.of(memory)
             applied.last_apply_slot = tick.slot
+            applied.last_downtime_s = float(result.downtime_s)
             applied.store_in(memory)
         control.operator_memory = memory
         _count_tick(control, started)

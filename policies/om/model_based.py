@@ -72,6 +72,18 @@ What it learns and what it knows
   tasks, per-batch overhead). With ``multi_step``, a backlog that one more replica would not drain within a period
   asks for the smallest deployment that drains it (:mod:`policies.om.engine_plan`). The fit and its error are in
   the agent state and the explanation (``engine_model``). Without those measurements nothing changes.
+- ``restart_aware`` (on by default; acts only with ``capacity_bound`` and a measured downtime): on an engine whose
+  changes stop the job (Flink rescales by restart; ``Observation.restart_s`` is the downtime the connector
+  measured for the application's latest change, ``period_s`` the period), two rules. *Settling through the
+  catch-up*: a change with downtime ``D`` on periods of ``P`` s settles ``ceil(D / P)`` more periods, since the
+  ``D`` seconds of arrivals are still being worked off in them (a catch-up violation read as a per-replica
+  bound sent a 5 -> 4 scale-in back to 5). *Scale-in to what drains the restart*: a scale-in goes only to a
+  class whose measured capacity ``n c`` (tuples/s) works the restart's backlog ``rate x D`` off within one
+  period after it, ``n c >= rate (1 + D / P)``; the reason of a withheld one is in the explanation
+  (``settling``). With live changes (downtime 0: Spark's executors, the simulator) nothing changes. On a
+  second-by-second restart engine (``tests/policies/test_model_based_restart.py``, 9-13 s restarts on 10-s
+  periods) it took the reversals from 4 to 0, the violated periods from 32-34 to 19-24 and the replica-periods
+  from ~425 to 304-374.
 - The known costs exactly: resource cost ``w_res price(k) / C_max`` and reconfiguration ``w_rcf 1[a != 0]``.
 - Value iteration over the learned model: a full sweep (backup of every state, Alg. 1) every ``sweep_every``
   steps and at each of the first ``warmup_steps`` steps; in between, every step, an asynchronous backup of the
@@ -158,6 +170,9 @@ CAPACITY_BOUND = False  # bound theta by the capacity measured from utilisation 
 MULTI_STEP = False  # may reconfigure to any deployment in one step (beyond the papers; see the module doc)
 TREND_PERIODS = 0  # rises in a row that make a trend to plan ahead on (policies.forecast); 0 = off
 ENGINE_MODEL = "auto"  # plan on a micro-batch engine model when batches are measured (module doc); "off"
+# with capacity_bound, on an engine whose changes stop the job (a measured downtime): settle through the restart's
+# catch-up and scale in only to what drains the restart's backlog within a period (module doc, restart_aware)
+RESTART_AWARE = True
 # brackets of theta carried across speeds in proportion to the speed (speed_scaled_brackets; predictive's default)
 SPEED_SCALING = False
 CAPACITY_MIN_UTILISATION = 0.3  # utilisation below which x / u is too uncertain to bound theta
@@ -194,6 +209,7 @@ class ModelBased(Policy):
         "trend_periods": TREND_PERIODS,
         "engine_model": ENGINE_MODEL,
         "speed_scaling": SPEED_SCALING,
+        "restart_aware": RESTART_AWARE,
     }
 
     @classmethod
@@ -219,6 +235,8 @@ class ModelBased(Policy):
             raise ValueError(
                 f"params.capacity_bound: must be true or false, got {params['capacity_bound']!r}"
             )
+        if not isinstance(params["restart_aware"], bool):
+            raise ValueError(f"params.restart_aware: must be true or false, got {params['restart_aware']!r}")
         if not isinstance(params["speed_scaling"], bool):
             raise ValueError(f"params.speed_scaling: must be true or false, got {params['speed_scaling']!r}")
         if params["engine_model"] not in ("auto", "off"):
@@ -262,6 +280,8 @@ class ModelBased(Policy):
         self._frugal_note: dict[str, Any] | None = None  # the explanation of a step chosen under a node limit
         self._settle_note: dict[str, Any] | None = None  # a scale-in withheld for its settling (engine model)
         self._waiting_jump: np.ndarray | None = None  # the last step proposed (kept while it waits)
+        # periods after a restart-based change that still teach no bound (restart_aware)
+        self._settle_left = 0
         self.engine = MicroBatchModel()  # engine_model: fitted from micro-batch measurements
         self._engine_ctx: engine_plan.EngineContext | None = None  # interval, partitions, period last seen
         self._engine_note: dict[str, Any] | None = None  # this step's backlog step, for the explanation
@@ -432,8 +452,9 @@ class ModelBased(Policy):
             # queue is growing, and on a real engine the violation shows periods later (seen on Spark: 49
             # tuples/s on one executor 118 % busy, R 9 s, then 16-25 s)
             overloaded = self.params["capacity_bound"] and u is not None and u >= 1.0
-            # with capacity_bound, the period in which the deployment changed is a transient (module doc)
-            settling = self.params["capacity_bound"] and not np.array_equal(k_prev, k_now)
+            # with capacity_bound, the period in which the deployment changed is a transient (module doc), and
+            # with restart_aware so are the periods after it that a restart's catch-up spans
+            settling = self.params["capacity_bound"] and self._settling(k_prev, k_now, obs)
             changed = False
             # a violation in a period without throughput (x = 0: a stalled or mis-measured period) says nothing
             # about the per-replica bound; taken as a bound it would read "every deployment violates" forever
@@ -564,6 +585,10 @@ class ModelBased(Policy):
         settles = self._settling_classes(max(rate, planned), obs, self._capacity(k))
         if settles is not None:
             q = self._drop_unsettled_scale_ins(d, q, settles)
+        drains = self._restart_draining_classes(max(rate, planned), obs)
+        if drains is not None:
+            q = self._drop_unsettled_scale_ins(d, q, drains, restart=obs)
+            settles = drains if settles is None else settles & drains
         if self.params["multi_step"] and obs is not None and obs.node_limited:
             frugal = self._fewest_new_replicas(d, level)
             if frugal is not None:
@@ -745,9 +770,52 @@ class ModelBased(Policy):
         )
         return ok & (rate <= self._thresholds)
 
-    def _drop_unsettled_scale_ins(self, d: int, q: dict[int, float], settles: np.ndarray) -> dict[int, float]:
+    def _settling(self, k_prev: np.ndarray, k_now: np.ndarray, obs: Observation | None) -> bool:
+        """Whether the period just observed is a transient that teaches no bound: the deployment changed in it
+        or, with ``restart_aware``, it falls in the catch-up of a change that stopped the job. A change with a
+        measured downtime ``D`` (``obs.restart_s``, s) on a period of ``P`` s (``obs.period_s``) settles for
+        ``ceil(D / P)`` more periods: the backlog of ``D`` seconds of arrivals is still being worked off in the
+        next one (seen on Flink: 5-13 s restarts, 10-s periods, the next period violated during the catch-up, and
+        that violation read as a per-replica bound made a 5 -> 4 scale-in go back to 5). Updates the count."""
+        if not np.array_equal(k_prev, k_now):
+            downtime = None if obs is None else obs.restart_s
+            period = None if obs is None else obs.period_s
+            self._settle_left = 0
+            if self.params["restart_aware"] and downtime and period:
+                self._settle_left = math.ceil(float(downtime) / float(period))
+            return True
+        if self._settle_left > 0:
+            self._settle_left -= 1
+            return True
+        return False
+
+    def _restart_draining_classes(self, rate: float, obs: Observation | None) -> np.ndarray | None:
+        """With ``restart_aware`` and ``capacity_bound``, on an engine whose last change stopped the job for
+        ``D = obs.restart_s`` seconds: per class, whether a scale-in to it would work off the backlog of that
+        restart (``rate x D`` tuples) within one period of ``P = obs.period_s`` s after it, at the class's
+        measured capacity ``n x c`` (``c`` per replica of its slowest speed, :func:`capacity_estimates`; tuples/s):
+        ``(n c - rate) P >= rate D``, i.e. ``n c >= rate (1 + D / P)``. A class without a measured capacity
+        passes (nothing to plan with). None when the rule does not apply (no downtime measured: live changes, the
+        simulator; no period; ``capacity_bound`` off). A scale-in that only carries the rate once caught up
+        violates through a catch-up of several periods, and the violation scales out again."""
+        if not (self.params["restart_aware"] and self.params["capacity_bound"]) or obs is None:
+            return None
+        downtime, period = obs.restart_s, obs.period_s
+        if not downtime or not period or downtime <= 0.0 or period <= 0.0:
+            return None
+        capacity = scaled_to_unmeasured_speeds(
+            capacity_estimates(self.cap_stats), np.unique(self.spec.speedups)
+        )
+        class_capacity = self.space.class_n * capacity[self._class_rank]
+        return class_capacity >= rate * (1.0 + float(downtime) / float(period))
+
+    def _drop_unsettled_scale_ins(
+        self, d: int, q: dict[int, float], settles: np.ndarray, restart: Observation | None = None
+    ) -> dict[int, float]:
         """The actions of ``q`` less those that remove capacity (sum of speedups) to a class that does not
-        ``settle`` (:meth:`_settling_classes`); noted for the explanation when the best action was one of them."""
+        ``settle`` (:meth:`_settling_classes`, or with ``restart`` the observation whose downtime
+        :meth:`_restart_draining_classes` planned for); noted for the explanation when the best action was one of
+        them."""
         speed = self._space_columns()[1]
         acts, dst, _ = self.space.moves(d)
         cls = self.space.cls
@@ -760,7 +828,17 @@ class ModelBased(Policy):
         if not kept:
             return q
         best = mdp.greedy(q)
-        if best in dropped:
+        if best in dropped and restart is not None:
+            self._settle_note = {
+                "withheld": self.space.deployments[dropped[best]].tolist(),
+                "restart_s": restart.restart_s,
+                "reason": (
+                    f"scale-in withheld: a change stops the job (last restart {restart.restart_s:.1f} s), and the "
+                    f"smaller deployment's measured capacity would not work off the {restart.restart_s:.1f} s of "
+                    f"arrivals within one {restart.period_s:g}-s period after it"
+                ),
+            }
+        elif best in dropped:
             self._settle_note = {
                 "withheld": self.space.deployments[dropped[best]].tolist(),
                 "penalty": self.engine.summary().get("scale_in_penalty"),
@@ -1046,6 +1124,7 @@ class ModelBased(Policy):
             "trend": self.trend.state(),
             "lead": self.lead.state(),
             "waiting_jump": None if self._waiting_jump is None else self._waiting_jump.tolist(),
+            "settle_left": self._settle_left,
             "engine_model": self.engine.to_state(),
             "engine_ctx": None if self._engine_ctx is None else self._engine_ctx.state(),
         }
@@ -1102,6 +1181,7 @@ class ModelBased(Policy):
         self.lead.load(meta.get("lead"))
         wj = meta.get("waiting_jump")
         self._waiting_jump = None if wj is None else np.asarray(wj, dtype=np.int64)
+        self._settle_left = int(meta.get("settle_left", 0))  # states saved before restart_aware: none
         # states saved before engine_model existed start a new fit
         em = meta.get("engine_model")
         self.engine = MicroBatchModel() if em is None else MicroBatchModel.from_state(em)

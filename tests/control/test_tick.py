@@ -253,3 +253,31 @@ def test_an_application_that_declares_no_om_runs_the_recommended_one_and_steps_s
     added = sum(max(n - d.deployment.get(t, 0), 0) for t, n in d.proposal["target"].items())
     assert added >= 2, (d.deployment, d.proposal["target"])
     assert sum(engine(app).deployments["op0"].values()) >= sum(d.proposal["target"].values())
+
+
+def test_the_downtime_of_an_applied_change_reaches_the_oms_which_settle_through_its_catch_up():
+    """The connector's measured downtime of a reconfiguration is kept with the application and given to every OM
+    as ``Observation.restart_s`` (with the period): model-based (``restart_aware``) then lets the periods a
+    restart's catch-up spans teach no bound (here ceil(90 s / 60 s) = 2 after the change), durably."""
+    trend = {"capacity_bound": True, "multi_step": True, "trend_periods": 3}  # model-based-trend
+    app = simulated_pipeline(
+        "restarts", n_operators=1, om_policy="model-based", om_params=trend, rate_scale=BUSY
+    )
+    app.connector = {**app.connector, "downtimeS": 90.0}
+    app.save()
+    slot = 10
+    while not Decision.objects.filter(application=app, outcome="applied").exists():
+        assert slot < 30, list(Decision.objects.filter(application=app).values_list("reason", flat=True))
+        run_tick(app.pk, slot)
+        slot += 1
+    memory = ApplicationControl.objects.get(application=app).operator_memory
+    assert memory["__app__"]["last_downtime_s"] == 90.0
+    run_tick(app.pk, slot)  # the period in which the new deployment ran
+    from autoscaler.control.agents import load_policy
+    from autoscaler.control.topology import topology
+
+    topo = topology(app)
+    control = ApplicationControl.objects.get(application=app)
+    agent = AgentState.objects.get(operator=topo.operators[0])
+    policy = load_policy(agent, topo.operators[0], topo, control, parse_rails(control.rails))
+    assert policy._settle_left == 2, policy._settle_left
