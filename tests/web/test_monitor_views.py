@@ -209,6 +209,22 @@ def test_decision_filters_and_detail(recorded, alice_client):
         assert f"{t}×{n}" in html
 
 
+def test_decision_detail_shows_the_oms_rule_notes_with_their_reasons(recorded, alice_client):
+    """A rule that shaped the decision (a scale-in withheld, planning ahead on a trend, the node limit) is shown
+    with the reason the OM stored in its explanation; a decision without such notes shows none."""
+    d = Decision.objects.filter(application=recorded).first()
+    page = alice_client.get(f"/decisions/{d.id}/")
+    assert page.context["notes"] == [] and 'class="policy-note"' not in page.content.decode()
+    reason = "scale-in withheld: a change stops the job (last restart 13.0 s), and ..."
+    d.proposal = {**d.proposal, "explanation": {**d.proposal["explanation"],
+                                                "settling": {"withheld": [3], "restart_s": 13.0, "reason": reason},
+                                                "forecast": {"horizon_periods": 2}}}  # fmt: skip
+    d.save()
+    page = alice_client.get(f"/decisions/{d.id}/")
+    assert page.context["notes"] == [("Scale-in withheld", reason)]  # a note without a reason is not listed
+    assert "OM: Scale-in withheld" in page.content.decode() and "last restart 13.0 s" in page.content.decode()
+
+
 def test_agent_inspector_shows_learned_policy_curve_and_am(recorded, alice_client):
     r = alice_client.get("/applications/rec/agents/")
     assert r.status_code == 200

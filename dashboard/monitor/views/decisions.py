@@ -92,6 +92,24 @@ def decision_list(request):
     )
 
 
+#: the notes an OM adds to its explanation with the reason of a rule that shaped the decision, and their labels
+POLICY_NOTES = (
+    ("forecast", "Planned ahead on a rising rate"),
+    ("node_limit", "Fewest new replicas (node limit)"),
+    ("settling", "Scale-in withheld"),
+)
+
+
+def policy_notes(explanation: dict) -> list[tuple[str, str]]:
+    """(label, reason) of each rule note of the OM's explanation (:data:`POLICY_NOTES`) that carries a reason."""
+    out = []
+    for key, label in POLICY_NOTES:
+        note = explanation.get(key)
+        if isinstance(note, dict) and note.get("reason"):
+            out.append((label, str(note["reason"])))
+    return out
+
+
 @login_required
 def decision_detail(request, pk: int):
     d = get_object_or_404(
@@ -113,6 +131,7 @@ def decision_detail(request, pk: int):
         for key, label, unit in OBSERVED_FIELDS
         if key in (d.observed or {})
     ]
+    notes = policy_notes(explanation)
     weights = explanation.get("weights") or {}
     terms = explanation.get("last_period_cost_terms") or {}
     cost_terms = [
@@ -138,6 +157,7 @@ def decision_detail(request, pk: int):
             "alternatives": alternatives,
             "explored": explored(chosen or "", explanation.get("alternatives")),
             "observed": observed,
+            "notes": notes,
             "cost_terms": cost_terms,
             "period_cost": period_cost,
             "tick_result": d.tick.result,
