@@ -189,18 +189,24 @@ def _complete_ticks(db_path: Path, application: str) -> int:
     return len({slot for slot, obs in rows if json.loads(obs).get("complete")})
 
 
+def _demo_rows(var: Path, sql: str, application: str) -> list[tuple]:
+    """The rows of ``sql`` (one ``?``: the application's name) in the demo's SQLite database under ``var``."""
+    with sqlite3.connect(var / "db.sqlite3") as db:
+        return db.execute(sql, (application,)).fetchall()
+
+
 def _demo_failure(var: Path, application: str) -> str:
     """What a failed demo's log lines cut short: the distinct reasons of its ticks without data (from its
     database, in full, oldest first) and the last lines of its pipelines' logs."""
     parts = []
     try:
-        with sqlite3.connect(var / "db.sqlite3") as db:
-            rows = db.execute(
-                "SELECT t.status, t.error, COUNT(*), MIN(t.slot) FROM control_tick t "
-                "JOIN autoscaler_application a ON a.id = t.application_id WHERE a.name = ? "
-                "GROUP BY t.status, t.error ORDER BY MIN(t.slot)",
-                (application,),
-            ).fetchall()
+        rows = _demo_rows(
+            var,
+            "SELECT t.status, t.error, COUNT(*), MIN(t.slot) FROM control_tick t "
+            "JOIN autoscaler_application a ON a.id = t.application_id WHERE a.name = ? "
+            "GROUP BY t.status, t.error ORDER BY MIN(t.slot)",
+            application,
+        )
         parts += [f"{n} tick(s) {status} from slot {first}: {error}" for status, error, n, first in rows]
     except sqlite3.Error as exc:
         parts.append(f"ticks not readable: {exc}")
@@ -256,13 +262,13 @@ def run_demo(tmp_path):
                     proc.kill()
         out = log.read_text(errors="replace")
         assert proc.returncode == 0, _demo_failure(var, application) + out[-4000:]
-        with sqlite3.connect(var / "db.sqlite3") as db:
-            rows = db.execute(
-                "SELECT o.name, d.outcome, d.observed FROM control_decision d "
-                "JOIN autoscaler_application a ON a.id = d.application_id "
-                "JOIN autoscaler_operator o ON o.id = d.operator_id WHERE a.name = ?",
-                (application,),
-            ).fetchall()
+        rows = _demo_rows(
+            var,
+            "SELECT o.name, d.outcome, d.observed FROM control_decision d "
+            "JOIN autoscaler_application a ON a.id = d.application_id "
+            "JOIN autoscaler_operator o ON o.id = d.operator_id WHERE a.name = ?",
+            application,
+        )
         # a tick with one incomplete operator records "no_data" for all of them
         decided = [(name, outcome, json.loads(obs)) for name, outcome, obs in rows
                    if outcome != "no_data" and json.loads(obs).get("complete")]  # fmt: skip
