@@ -74,6 +74,12 @@ OM_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
         "model-based",
         {"capacity_bound": True, "multi_step": True, "trend_periods": 3, "engine_model": "off"},
     ),
+    # ... without restart_aware: a change that stops the job (Flink) is planned for like a live one, as before
+    # (bench_flink's comparison)
+    "model-based-trend-restart-blind": (
+        "model-based",
+        {"capacity_bound": True, "multi_step": True, "trend_periods": 3, "restart_aware": False},
+    ),
 }
 
 
