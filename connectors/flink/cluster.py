@@ -66,6 +66,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+#: polls (0.5 s apart) in a row without a daemon of its directory before a starting daemon counts as exited
+DAEMON_GONE_POLLS = 4
+
+
 def started_from(pid: int, proc_dir: Path) -> bool:
     """Whether process ``pid`` is a Flink daemon started for ``proc_dir``: the start scripts pass every daemon
     ``--configDir <proc_dir>/conf``, which the launching shell has on its command line too until it execs the
@@ -280,6 +284,7 @@ class FlinkCluster:
         bound for liveness, generous: a JVM starting on a loaded 2-core host took over 60 s) fails too."""
         deadline = time.monotonic() + timeout_s
         last: Exception | None = None
+        missing = 0  # polls in a row that found no daemon of proc_dir
         while time.monotonic() < deadline:
             try:
                 result = probe()
@@ -287,7 +292,11 @@ class FlinkCluster:
                     return result
             except (FlinkRestError, KeyError) as exc:
                 last = exc
-            if not daemon_pids(proc_dir):
+            # a daemon being exec'd reads an empty command line for a moment (CI, loaded: a JobManager that was
+            # starting was taken for one that exited), so it counts as gone only when DAEMON_GONE_POLLS polls in a
+            # row do not find it
+            missing = 0 if daemon_pids(proc_dir) else missing + 1
+            if missing >= DAEMON_GONE_POLLS:
                 raise FlinkClusterError(f"{what} exited before it was ready ({last}): {log_tail(proc_dir)}")
             time.sleep(0.5)
         raise FlinkClusterError(

@@ -17,7 +17,8 @@ BASE_PROFILE = TaskManagerProfile(slots=8, memory_mb=2048, node_type="vm.small")
 
 
 @pytest.fixture(scope="session")
-def _shared_flink(tmp_path_factory):
+def flink_session(tmp_path_factory):
+    """The session's cluster as started (module-scoped fixtures take it with :func:`heal_shared`)."""
     try:
         flink_home()
     except FlinkClusterError as exc:
@@ -31,8 +32,18 @@ def _shared_flink(tmp_path_factory):
         c.stop()
 
 
+@pytest.fixture(scope="session")
+def heal_shared(flink_session: FlinkCluster):
+    """``heal_shared()``: start the session cluster's TaskManager again if it stopped; returns the cluster."""
+
+    def heal() -> FlinkCluster:
+        flink_session.ensure_taskmanager(BASE_TM, BASE_PROFILE)
+        return flink_session
+
+    return heal
+
+
 @pytest.fixture
-def shared_cluster(_shared_flink: FlinkCluster) -> FlinkCluster:
+def shared_cluster(heal_shared) -> FlinkCluster:
     """The session's cluster with its TaskManager registered (restarted when it stopped)."""
-    _shared_flink.ensure_taskmanager(BASE_TM, BASE_PROFILE)
-    return _shared_flink
+    return heal_shared()

@@ -25,8 +25,8 @@ WAIT_S = 300.0
 
 
 @pytest.fixture(scope="module")
-def harness(shared_cluster):
-    cluster = shared_cluster
+def harness(heal_shared):
+    cluster = heal_shared()
     job_id = submit_wordcount(cluster, taxi_trace(), **JOB)
     settings = {"restUrl": cluster.rest_url, "jobName": JOB["job_name"], "applyTimeoutS": 60}
     conn = build(settings, OPERATORS, STREAMS, {"splitter": {"vm.small": 1}, "counter": {"vm.small": 1}})
