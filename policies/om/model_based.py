@@ -365,11 +365,14 @@ class ModelBased(Policy):
     def _upper_bounds(self) -> np.ndarray:
         """Upper ends of the theta brackets: violations, and measured capacities that no period without
         violation contradicts."""
-        capacity = scaled_to_unmeasured_speeds(
-            capacity_estimates(self.cap_stats), np.unique(self.spec.speedups)
-        )
+        capacity = self._replica_capacity()
         cap = np.where(capacity > self.thr_lo, capacity, np.inf)
         return np.minimum(self.thr_hi, cap)
+
+    def _replica_capacity(self) -> np.ndarray:
+        """Per speed rank, the per-replica capacity (tuples/s) measured from utilisation, carried to the speeds
+        not measured (:func:`capacity_estimates`, :func:`scaled_to_unmeasured_speeds`; ``inf`` without any)."""
+        return scaled_to_unmeasured_speeds(capacity_estimates(self.cap_stats), np.unique(self.spec.speedups))
 
     def per_replica_bound(self) -> np.ndarray:
         """Per speed rank, the per-replica rate (tuples/s) an M/G/1 replica of the measured capacity serves within
@@ -387,9 +390,7 @@ class ModelBased(Policy):
         makes the policy find every deployment too small, and which on a ramp to the bound sat above the true
         bound (bench_loop's ramp: a bracket [115.6, 123.6) tuples/s per replica around a true 116.3, one
         period violated)."""
-        capacity = scaled_to_unmeasured_speeds(
-            capacity_estimates(self.cap_stats), np.unique(self.spec.speedups)
-        )
+        capacity = self._replica_capacity()
         return mg1_rate_bound(capacity, queueing_variability(self.delay_stats), self.spec.r_max_s)
 
     def _project(self) -> None:
@@ -800,13 +801,10 @@ class ModelBased(Policy):
         violates through a catch-up of several periods, and the violation scales out again."""
         if not (self.params["restart_aware"] and self.params["capacity_bound"]) or obs is None:
             return None
-        downtime, period = obs.restart_s, obs.period_s
-        if not downtime or not period or downtime <= 0.0 or period <= 0.0:
+        downtime, period = obs.restart_s or 0.0, obs.period_s or 0.0
+        if downtime <= 0.0 or period <= 0.0:
             return None
-        capacity = scaled_to_unmeasured_speeds(
-            capacity_estimates(self.cap_stats), np.unique(self.spec.speedups)
-        )
-        class_capacity = self.space.class_n * capacity[self._class_rank]
+        class_capacity = self.space.class_n * self._replica_capacity()[self._class_rank]
         return class_capacity >= rate * (1.0 + float(downtime) / float(period))
 
     def _drop_unsettled_scale_ins(

@@ -10,6 +10,7 @@ from autoscaler.control.connectors import ConnectorUnavailable, build_connector
 from autoscaler.control.models import AgentState, ApplicationControl, Decision, SimulatedEngine, Tick
 from autoscaler.control.rails import RailsError, parse_rails
 from autoscaler.control.tick import run_tick
+from policies.registry import om_choice
 
 pytestmark = pytest.mark.django_db
 
@@ -259,9 +260,9 @@ def test_the_downtime_of_an_applied_change_reaches_the_oms_which_settle_through_
     """The connector's measured downtime of a reconfiguration is kept with the application and given to every OM
     as ``Observation.restart_s`` (with the period): model-based (``restart_aware``) then lets the periods a
     restart's catch-up spans teach no bound (here ceil(90 s / 60 s) = 2 after the change), durably."""
-    trend = {"capacity_bound": True, "multi_step": True, "trend_periods": 3}  # model-based-trend
+    trend = om_choice("model-based-trend")
     app = simulated_pipeline(
-        "restarts", n_operators=1, om_policy="model-based", om_params=trend, rate_scale=BUSY
+        "restarts", n_operators=1, om_policy=trend["name"], om_params=trend["params"], rate_scale=BUSY
     )
     app.connector = {**app.connector, "downtimeS": 90.0}
     app.save()
