@@ -129,6 +129,11 @@ class Tick(models.Model):
     )
     metrics = models.JSONField(null=True, blank=True, help_text="PeriodMetrics of the observed period")
     created_at = models.DateTimeField(auto_now_add=True)
+    began_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="when the tick's latest attempt got the application's lock and passed the staleness check",
+    )
     decided_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     latency_s = models.FloatField(null=True, blank=True, help_text="slot start to finish (s)")

@@ -21,6 +21,7 @@ observes period ``s - 1``. Guarantees:
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -115,16 +116,17 @@ def run_tick(
     started = time.time() if enqueued_at is None else enqueued_at
     with application_lock(application_id):
         app = Application.objects.get(pk=application_id)
-        if deadline_s is not None and time.time() > deadline_s:
+        began = time.time()
+        if deadline_s is not None and began > deadline_s:
             period = float(period_s or app.om_period_s)
-            status = _skip_stale(app, slot, period, time.time() - slot * period)
+            status = _skip_stale(app, slot, period, began - slot * period)
             return TickOutcome(app.pk, slot, status)
         topo, connector = definitions(app, connector)
         reconciled = False
         for stale in Tick.objects.filter(application=app, status=Tick.Status.APPLYING).order_by("slot"):
             _finish_apply(app, stale.pk, connector, started, reconcile=True, same_slot=stale.slot == slot)
             reconciled = reconciled or stale.slot == slot
-        outcome = _decide(app, topo, slot, connector, started, period_s)
+        outcome = _decide(app, topo, slot, connector, started, period_s, began_s=began)
         outcome.reconciled = reconciled
         if outcome.status == Tick.Status.APPLYING:
             tick_id = outcome_tick_id(app, slot)
@@ -145,8 +147,11 @@ def _decide(
     connector: Connector,
     started: float,
     period_s: float | None = None,
+    began_s: float | None = None,
 ) -> TickOutcome:
+    """Phase 1; ``began_s`` (s since the epoch) is when the tick passed its staleness check (``Tick.began_at``)."""
     period_s = float(period_s or app.om_period_s)
+    began_at = dt.datetime.fromtimestamp(time.time() if began_s is None else began_s, tz=dt.UTC)
     with transaction.atomic():
         # the application lock is held: no other process creates this row concurrently (no savepoint needed)
         tick = Tick.objects.select_for_update().filter(application=app, slot=slot).first()
@@ -161,6 +166,7 @@ def _decide(
             return TickOutcome(app.pk, slot, status, duplicate=True)
         control = ApplicationControl.objects.select_for_update().get_or_create(application=app)[0]
         tick.attempts += 1
+        tick.began_at = began_at
         if slot * period_s <= control.learned_slot_start_s + 1e-6:  # learning consumes periods in order only
             _record_out_of_order(tick, control, slot * period_s)
             return TickOutcome(app.pk, slot, tick.status)

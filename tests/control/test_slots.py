@@ -13,7 +13,8 @@ from autoscaler.celery import app as celery_app
 from autoscaler.control import outages, slots
 from autoscaler.control import tasks as control_tasks
 from autoscaler.control.builders import simulated_pipeline
-from autoscaler.control.models import AgentState, ApplicationControl, Decision, Tick
+from autoscaler.control.connectors import build_connector
+from autoscaler.control.models import AgentState, ApplicationControl, Decision, SimulatedEngine, Tick
 from autoscaler.control.tasks import dispatch
 from autoscaler.control.tick import forget_definitions, run_tick
 from autoscaler.models import Application
@@ -65,6 +66,22 @@ def test_a_stale_tick_is_recorded_and_applies_nothing_an_early_one_is_dropped(se
     assert not Tick.objects.filter(application=app, slot=future).exists()
     control = ApplicationControl.objects.get(application=app)
     assert control.early_ticks_total == 1 and control.missed_slots == {"stale": 1}
+
+
+def test_a_tick_records_when_it_passed_its_staleness_check_not_when_its_slow_work_ended():
+    """``Tick.began_at`` is the staleness check's time: the fault suite audits it, not a wall-clock allowance."""
+    app = simulated_pipeline("began", n_operators=1, period_s=10.0, rate_scale=3.0)
+    build_connector(app)
+    SimulatedEngine.objects.filter(application=app).update(faults={"collectDelayS": 1.0})
+    slot = int(time.time() // 10.0)
+    deadline = time.time() + 0.5
+    out = run_tick(app.pk, slot, period_s=10.0, deadline_s=deadline)
+    row = Tick.objects.get(application=app, slot=slot)
+    assert out.status in ("done", "no_data") and row.began_at is not None
+    assert row.began_at.timestamp() <= deadline < row.decided_at.timestamp()  # the collect took a second
+    late = run_tick(app.pk, slot + 1, period_s=10.0, deadline_s=time.time() - 0.1)
+    row = Tick.objects.get(application=app, slot=slot + 1)
+    assert late.status == "missed" and row.reason == "stale" and row.began_at is None
 
 
 def test_learning_consumes_periods_in_order_only():

@@ -6,8 +6,9 @@ For an application and a time range it checks, from the ledger (``Tick``), the d
   less than one new period between the old slot's end and the new boundary) and never overlap;
 - each row is final: decided (``done`` / ``no_data``) or ``missed`` with a known reason; none left running;
 - exactly one decision per (operator, slot) of a decided row, none for a missed one;
-- no stale decision: every decided row was created within its slot (start + one period); the engine received no
-  more reconfigurations than the ledger has plans.
+- no stale decision: every decided row's tick began (``Tick.began_at``: it got the application's lock and passed
+  the staleness check) within its slot (start + one period), as the tick recorded it, not within a wall-clock
+  allowance; the engine received no more reconfigurations than the ledger has plans.
 """
 
 from __future__ import annotations
@@ -21,8 +22,6 @@ from autoscaler.control.slots import Reason
 from autoscaler.models import Application
 
 EPS_S = 1e-6
-#: the ledger row is created right after the in-time check (same process): allowance for that step (s)
-CREATE_SLACK_S = 0.5
 
 
 @dataclass
@@ -88,10 +87,15 @@ def audit(app: Application, start_s: float, end_s: float) -> Audit:
         out.decided += 1
         if counts.get(r.pk, 0) != n_ops:
             out.problems.append(f"slot {r.slot}: {counts.get(r.pk, 0)} decisions for {n_ops} operators")
-        late = r.created_at.timestamp() - (start + period)
-        if late > CREATE_SLACK_S:
+        if r.began_at is None:
+            out.problems.append(f"slot {r.slot} decided without a recorded start (began_at)")
+            continue
+        late = r.began_at.timestamp() - (start + period)
+        if late > EPS_S:
             out.stale_applies += int(bool(r.plan))
-            out.problems.append(f"slot {r.slot} decided {late:.1f} s after its slot ended (stale)")
+            out.problems.append(
+                f"slot {r.slot} decided by a tick that began {late:.3f} s after its slot ended (stale)"
+            )
     engine = SimulatedEngine.objects.filter(application=app).first()
     plans = Tick.objects.filter(application=app, plan__isnull=False).count()
     if engine is not None and engine.applies > plans:
