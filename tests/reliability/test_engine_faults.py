@@ -64,9 +64,10 @@ def one_decision_per_operator_and_slot(app: Application, slots: list[int]) -> No
     assert {s for _, s in rows} == set(slots)  # every slot that ran decided, no other
 
 
-def wait_for(predicate, timeout_s: float, what: str):
+def wait_for(predicate, timeout_s: float, what: str, diagnose=None):
     """``predicate()``'s first truthy value within ``timeout_s``; a database error counts as not yet (SQLite's
-    shared in-memory test database answers "table is locked" while the live server writes)."""
+    shared in-memory test database answers "table is locked" while the live server writes). On a timeout the
+    message ends with ``diagnose()`` (what the engine reports) when given."""
     from django.db import OperationalError
 
     deadline = time.monotonic() + timeout_s
@@ -78,7 +79,9 @@ def wait_for(predicate, timeout_s: float, what: str):
         if got:
             return got
         time.sleep(0.3)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+    raise AssertionError(
+        f"timed out after {timeout_s} s waiting for {what}" + (f"; {diagnose()}" if diagnose else "")
+    )
 
 
 # ---- Flink ---------------------------------------------------------------------------------------------------
@@ -111,6 +114,7 @@ metadata: {{name: wcf-counter}}
 spec: {{application: wc-flink-fault, operator: counter, region: vm-local, replicas: {{vm.small: 2}}}}
 """
 FLINK_PERIOD_S = 10
+FLINK_TM = dict(slots=4, memory_mb=1536, node_type="vm.small")  # TaskManagerProfile's fields
 FLINK_JOB = dict(trace_start=600, steps=100, step_s=4.0, rate_scale=0.5, duration_s=400.0, ticks_per_s=50.0,
                  cost_ms=1.0, parallelism=2, job_name="wc-fault")  # fmt: skip
 
@@ -134,7 +138,7 @@ def flink_cluster(tmp_path_factory):
     c = FlinkCluster(tmp_path_factory.mktemp("flink-faults"))
     try:
         c.start()
-        c.start_taskmanager("tm-1", TaskManagerProfile(slots=4, memory_mb=1536, node_type="vm.small"))
+        c.start_taskmanager("tm-1", TaskManagerProfile(**FLINK_TM))
         yield c
     finally:
         c.stop()
@@ -216,6 +220,12 @@ def test_flink_job_cancelled_after_a_rescale_is_surfaced_and_the_loop_recovers(f
     assert all(d.observed == {} for d in Decision.objects.filter(application=app, slot=slot))
 
     # ---- the engine is back (the job submitted again, records flowing): decisions within 2 periods -----------
+    # the TaskManager is the fixture's, not what the test is about: one that stopped (CI once waited 600 s for
+    # the resubmitted job) is started again, and said so, so that the resubmission has slots
+    from connectors.flink.cluster import TaskManagerProfile
+
+    if flink_cluster.ensure_taskmanager("tm-1", TaskManagerProfile(**FLINK_TM)):
+        print("the fixture's TaskManager tm-1 had stopped: started again before the resubmission")
     new_id = submit_wordcount(flink_cluster, taxi_trace(), **FLINK_JOB)
 
     def flowing() -> bool:
@@ -226,7 +236,12 @@ def test_flink_job_cancelled_after_a_rescale_is_surfaced_and_the_loop_recovers(f
 
     # the bound only stops a hung test: what is waited for is the engine's own report (RUNNING, records at the
     # sink); a resubmission on this loaded 2-core machine took more than 180 s once (JVM start, slot offers)
-    wait_for(flowing, 600, "the resubmitted job to run with records reaching its sink")
+    wait_for(
+        flowing,
+        600,
+        "the resubmitted job to run with records reaching its sink",
+        diagnose=lambda: flink_cluster.job_diagnosis(new_id),
+    )
     back_at = time.time()
     # 2 periods: the first one's counters start with the new attempt (incomplete, "(re)started"), the second is
     # measured. A third is allowed only when the engine's REST metric store did not refresh (seen once on this
