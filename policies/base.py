@@ -129,6 +129,11 @@ class Observation:
     ``restart_s``: the downtime (s) the connector measured for the application's latest reconfiguration (0: a
     live change; None: no reconfiguration yet, or none measured): what the period after a change lost, and what a
     change now is expected to stop the job for (model-based ``restart_aware``).
+    ``resize_restart_s`` / ``swap_restart_s``: the same, for the latest reconfiguration of each kind (None: none of
+    that kind measured yet): a *resize* changed only replica counts (every operator kept its node types), a *swap*
+    changed a node type. An engine may change the one live and the other by a restart (Spark: executors are added
+    and removed live, another executor size restarts the query from its checkpoint), so a change is expected to
+    cost what the latest change of its own kind cost.
 
     Micro-batch engines (Spark) also report, for :mod:`policies.engine_model` (None elsewhere):
     ``batch_duration_s``: mean duration of the period's micro-batches (s); ``batch_records``: mean records per
@@ -153,6 +158,14 @@ class Observation:
     backlog: float | None = None
     period_s: float | None = None
     restart_s: float | None = None
+    resize_restart_s: float | None = None
+    swap_restart_s: float | None = None
+
+    def expected_restart_s(self, swap: bool) -> float | None:
+        """The downtime (s) a change of this kind (``swap``: it changes a node type) is expected to stop the job
+        for: the latest measured of its kind, else the latest of any kind (``restart_s``)."""
+        own = self.swap_restart_s if swap else self.resize_restart_s
+        return self.restart_s if own is None else own
 
 
 @dataclass

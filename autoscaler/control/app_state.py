@@ -14,10 +14,12 @@ scale (absent = never set = 1); ``history``: the last :data:`HISTORY_KEPT` tunin
 ``operator_memory["__app__"]``::
 
     {seen: {operator: {type: replicas}}, waiting: n, node_limited: [operator, ...], last_apply_slot: slot,
-     guard: ViolationBudgetGuard.to_dict(), last_downtime_s: s}
+     guard: ViolationBudgetGuard.to_dict(), last_downtime_s: s, resize_downtime_s: s, swap_downtime_s: s}
 
 (``last_downtime_s``: the downtime the connector measured for the latest applied reconfiguration, s; the OMs
-see it as ``Observation.restart_s``.)
+see it as ``Observation.restart_s``. ``resize_downtime_s`` / ``swap_downtime_s``: the same for the latest one
+that changed only replica counts / that changed a node type; ``Observation.resize_restart_s`` /
+``swap_restart_s``.)
 
 every key optional (absent = never written).
 """
@@ -92,6 +94,10 @@ class AmConfig:
         self.history = [*self.history[-(HISTORY_KEPT - 1) :], event]
 
 
+def _seconds(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
 @dataclass
 class AppMemory:
     """``operator_memory["__app__"]`` (see module doc); None = never written."""
@@ -103,6 +109,10 @@ class AppMemory:
     guard: dict[str, Any] | None = None
     #: the connector's measured downtime of the latest applied reconfiguration (s)
     last_downtime_s: float | None = None
+    #: the same for the latest reconfiguration that changed only replica counts (a resize), and for the latest
+    #: that changed a node type (a swap) (s)
+    resize_downtime_s: float | None = None
+    swap_downtime_s: float | None = None
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> AppMemory:
@@ -116,7 +126,9 @@ class AppMemory:
             node_limited=None if limited is None else list(limited),
             last_apply_slot=None if slot is None else int(slot),
             guard=data.get("guard"),
-            last_downtime_s=None if data.get("last_downtime_s") is None else float(data["last_downtime_s"]),
+            last_downtime_s=_seconds(data.get("last_downtime_s")),
+            resize_downtime_s=_seconds(data.get("resize_downtime_s")),
+            swap_downtime_s=_seconds(data.get("swap_downtime_s")),
         )
 
     @classmethod
@@ -132,6 +144,8 @@ class AppMemory:
             "last_apply_slot": self.last_apply_slot,
             "guard": self.guard,
             "last_downtime_s": self.last_downtime_s,
+            "resize_downtime_s": self.resize_downtime_s,
+            "swap_downtime_s": self.swap_downtime_s,
         }
         return {k: v for k, v in fields.items() if v is not None}
 

@@ -175,6 +175,8 @@ def observe_and_propose(p: TickContext, agents: dict[int, AgentState]) -> Propos
             node_limited=op.name in node_limited,
             period_s=p.period_s,
             restart_s=p.app_mem.last_downtime_s,
+            resize_restart_s=p.app_mem.resize_downtime_s,
+            swap_restart_s=p.app_mem.swap_downtime_s,
         )
         _add_batch_fields(obs, m, p.period_s)
         policies.append(policy)

@@ -361,6 +361,17 @@ def _same(a: dict[str, int] | None, b: dict[str, int]) -> bool:
     return {t: n for t, n in (a or {}).items() if n} == {t: n for t, n in b.items() if n}
 
 
+def _swaps_a_node_type(before: dict[str, dict[str, int]] | None, after: dict[str, dict[str, int]]) -> bool:
+    """Whether an applied change moved some operator onto a node type it did not run on or off one it did (a
+    *swap*), rather than only changing replica counts (a *resize*): ``before`` / ``after`` map operator ->
+    {node type: replicas}."""
+    for op, now in after.items():
+        was = (before or {}).get(op)
+        if was is not None and {t for t, n in was.items() if n} != {t for t, n in now.items() if n}:
+            return True
+    return False
+
+
 def _record_apply(app: Application, tick_id: int, result: ApplyResult, started: float) -> bool:
     with transaction.atomic():
         tick = Tick.objects.select_for_update().get(pk=tick_id)
@@ -420,6 +431,10 @@ def _record_apply(app: Application, tick_id: int, result: ApplyResult, started: 
             applied = AppMemory.of(memory)
             applied.last_apply_slot = tick.slot
             applied.last_downtime_s = float(result.downtime_s)
+            if _swaps_a_node_type(tick.before, result.deployments):
+                applied.swap_downtime_s = float(result.downtime_s)
+            else:
+                applied.resize_downtime_s = float(result.downtime_s)
             applied.store_in(memory)
         control.operator_memory = memory
         _count_tick(control, started)

@@ -588,8 +588,9 @@ class ModelBased(Policy):
             q = self._drop_unsettled_scale_ins(d, q, settles)
         drains = self._restart_draining_classes(max(rate, planned), obs)
         if drains is not None:
-            q = self._drop_unsettled_scale_ins(d, q, drains, restart=obs)
-            settles = drains if settles is None else settles & drains
+            q = self._drop_unsettled_scale_ins(d, q, drains[0], restart=obs, swap_settles=drains[1])
+            both = drains[0] & drains[1]
+            settles = both if settles is None else settles & both
         if self.params["multi_step"] and obs is not None and obs.node_limited:
             frugal = self._fewest_new_replicas(d, level)
             if frugal is not None:
@@ -790,50 +791,71 @@ class ModelBased(Policy):
             return True
         return False
 
-    def _restart_draining_classes(self, rate: float, obs: Observation | None) -> np.ndarray | None:
-        """With ``restart_aware`` and ``capacity_bound``, on an engine whose last change stopped the job for
-        ``D = obs.restart_s`` seconds: per class, whether a scale-in to it would work off the backlog of that
+    def _restart_draining_classes(
+        self, rate: float, obs: Observation | None
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """With ``restart_aware`` and ``capacity_bound``, on an engine where a change stops the job for ``D``
+        seconds (:meth:`Observation.expected_restart_s`: the latest measured downtime of the change's kind, a
+        resize or a swap of node type): per class, whether a scale-in to it would work off the backlog of that
         restart (``rate x D`` tuples) within one period of ``P = obs.period_s`` s after it, at the class's
         measured capacity ``n x c`` (``c`` per replica of its slowest speed, :func:`capacity_estimates`; tuples/s):
-        ``(n c - rate) P >= rate D``, i.e. ``n c >= rate (1 + D / P)``. A class without a measured capacity
-        passes (nothing to plan with). None when the rule does not apply (no downtime measured: live changes, the
-        simulator; no period; ``capacity_bound`` off). A scale-in that only carries the rate once caught up
-        violates through a catch-up of several periods, and the violation scales out again."""
+        ``(n c - rate) P >= rate D``, i.e. ``n c >= rate (1 + D / P)``. Returns the masks for a resize and for
+        a swap. A class without a measured capacity passes (nothing to plan with). None when the rule does not
+        apply (no downtime measured: live changes, the simulator; no period; ``capacity_bound`` off). A
+        scale-in that only carries the rate once caught up violates through a catch-up of several periods, and
+        the violation scales out again."""
         if not (self.params["restart_aware"] and self.params["capacity_bound"]) or obs is None:
             return None
-        downtime, period = obs.restart_s or 0.0, obs.period_s or 0.0
-        if downtime <= 0.0 or period <= 0.0:
+        period = obs.period_s or 0.0
+        resize, swap = obs.expected_restart_s(False) or 0.0, obs.expected_restart_s(True) or 0.0
+        if max(resize, swap) <= 0.0 or period <= 0.0:
             return None
         class_capacity = self.space.class_n * self._replica_capacity()[self._class_rank]
-        return class_capacity >= rate * (1.0 + float(downtime) / float(period))
+        return tuple(class_capacity >= rate * (1.0 + float(down) / float(period)) for down in (resize, swap))
 
     def _drop_unsettled_scale_ins(
-        self, d: int, q: dict[int, float], settles: np.ndarray, restart: Observation | None = None
+        self,
+        d: int,
+        q: dict[int, float],
+        settles: np.ndarray,
+        restart: Observation | None = None,
+        swap_settles: np.ndarray | None = None,
     ) -> dict[int, float]:
         """The actions of ``q`` less those that remove capacity (sum of speedups) to a class that does not
         ``settle`` (:meth:`_settling_classes`, or with ``restart`` the observation whose downtime
-        :meth:`_restart_draining_classes` planned for); noted for the explanation when the best action was one of
-        them."""
+        :meth:`_restart_draining_classes` planned for); with ``swap_settles``, a move that changes the node types
+        in use is checked against it instead (its own kind's downtime). Noted for the explanation when the best
+        action was one of them."""
         speed = self._space_columns()[1]
         acts, dst, _ = self.space.moves(d)
         cls = self.space.cls
+        used = self.space.deployments > 0
         dropped = {
             a: t
             for a, t in zip(acts, dst.tolist(), strict=True)
-            if a in q and speed[t] < speed[d] - 1e-9 and not settles[cls[t]]
+            if a in q
+            and speed[t] < speed[d] - 1e-9
+            and not (
+                swap_settles[cls[t]]
+                if swap_settles is not None and not np.array_equal(used[t], used[d])
+                else settles[cls[t]]
+            )
         }
         kept = {a: v for a, v in q.items() if a not in dropped}
         if not kept:
             return q
         best = mdp.greedy(q)
         if best in dropped and restart is not None:
+            swap = not np.array_equal(used[dropped[best]], used[d])
+            down = restart.expected_restart_s(swap) or 0.0
+            kind = "a change of node type" if swap else "a change of replica counts"
             self._settle_note = {
                 "withheld": self.space.deployments[dropped[best]].tolist(),
-                "restart_s": restart.restart_s,
+                "restart_s": down,
                 "reason": (
-                    f"scale-in withheld: a change stops the job (last restart {restart.restart_s:.1f} s), and the "
-                    f"smaller deployment's measured capacity would not work off the {restart.restart_s:.1f} s of "
-                    f"arrivals within one {restart.period_s:g}-s period after it"
+                    f"scale-in withheld: {kind} stops the job (last restart {down:.1f} s), and the smaller "
+                    f"deployment's measured capacity would not work off the {down:.1f} s of arrivals within one "
+                    f"{restart.period_s:g}-s period after it"
                 ),
             }
         elif best in dropped:

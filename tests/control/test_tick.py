@@ -273,6 +273,11 @@ def test_the_downtime_of_an_applied_change_reaches_the_oms_which_settle_through_
         slot += 1
     memory = ApplicationControl.objects.get(application=app).operator_memory
     assert memory["__app__"]["last_downtime_s"] == 90.0
+    # kept by kind too: the change either swapped a node type or only changed replica counts
+    change = Decision.objects.get(application=app, outcome="applied")
+    swapped = {t for t, n in change.deployment.items() if n} != {t for t, n in change.applied.items() if n}
+    kind, other = ("swap", "resize") if swapped else ("resize", "swap")
+    assert memory["__app__"][f"{kind}_downtime_s"] == 90.0 and f"{other}_downtime_s" not in memory["__app__"]
     run_tick(app.pk, slot)  # the period in which the new deployment ran
     from autoscaler.control.agents import load_policy
     from autoscaler.control.topology import topology
@@ -282,3 +287,13 @@ def test_the_downtime_of_an_applied_change_reaches_the_oms_which_settle_through_
     agent = AgentState.objects.get(operator=topo.operators[0])
     policy = load_policy(agent, topo.operators[0], topo, control, parse_rails(control.rails))
     assert policy._settle_left == 2, policy._settle_left
+
+
+def test_a_change_is_a_swap_when_an_operator_gains_or_loses_a_node_type_else_a_resize():
+    from autoscaler.control.tick import _swaps_a_node_type
+
+    before = {"a": {"A1": 2, "A2": 0}, "b": {"A1": 1}}
+    assert not _swaps_a_node_type(before, {"a": {"A1": 4}, "b": {"A1": 1, "A2": 0}})  # counts only
+    assert _swaps_a_node_type(before, {"a": {"A2": 2}, "b": {"A1": 1}})  # a moved to another type
+    assert _swaps_a_node_type(before, {"a": {"A1": 2}, "b": {"A1": 1, "A3": 1}})  # b gained one
+    assert not _swaps_a_node_type(None, {"a": {"A2": 2}})  # nothing known before: not counted as a swap

@@ -122,6 +122,33 @@ def test_without_a_measured_downtime_nothing_changes() -> None:
     assert zero_on == zero_off
 
 
+def test_a_scale_in_is_planned_on_the_downtime_of_its_own_kind_of_change() -> None:
+    """Spark adds and removes executors live and restarts only for another executor size: after a restart-based
+    swap (``restart_s`` 13 s, the latest change) a scale-in that keeps the node type is expected to cost the
+    latest resize's downtime (0 here), not the swap's. With resizes unmeasured the latest change's is used."""
+
+    def run(resize: float | None) -> tuple[int, int]:
+        """(replica-periods, scale-ins withheld for a restart) with every observation saying the latest change
+        was a 13-s swap and the latest resize cost ``resize`` s."""
+        policy, engine = ModelBased(_spec(), {**PARAMS, "restart_aware": True}), RestartEngine(0.0)
+        k, ks, withheld = 1, [], 0
+        for rate in RATES:
+            obs = engine.period(k, rate)
+            obs.restart_s, obs.swap_restart_s, obs.resize_restart_s = 13.0, 13.0, resize
+            ks.append(k)
+            proposal = policy.step(obs)
+            withheld += "restart" in (proposal.explanation.get("settling") or {}).get("reason", "")
+            k = int(proposal.deployment.sum())
+        return sum(ks), withheld
+
+    cost_own, withheld_own = run(0.0)
+    cost_latest, withheld_latest = run(None)
+    assert withheld_own == 0 and withheld_latest > 0, (withheld_own, withheld_latest)
+    assert cost_own < cost_latest, (cost_own, cost_latest)
+    obs = Observation(np.array([1]), 1.0, restart_s=5.0, resize_restart_s=0.0)
+    assert obs.expected_restart_s(False) == 0.0 and obs.expected_restart_s(True) == 5.0
+
+
 def test_restart_aware_must_be_a_boolean() -> None:
     with pytest.raises(ValueError, match="params.restart_aware: must be true or false"):
         ModelBased(_spec(), {"restart_aware": "yes"})
