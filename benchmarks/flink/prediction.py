@@ -76,7 +76,8 @@ def _restarted(series: list[dict[str, Any]]) -> list[bool]:
 
 def arrivals(series: list[dict[str, Any]]) -> tuple[list[float], float] | None:
     """(sentences/s arriving in each period, words per sentence reaching the counter), from the periods that
-    measured the arrivals (module doc); None when no period did."""
+    measured the arrivals (module doc); None when no period did, or none measured the counter's input (the
+    words per sentence, and so the counter's load, would be a guess)."""
     restarted = _restarted(series)
     clean = [
         i
@@ -93,7 +94,9 @@ def arrivals(series: list[dict[str, Any]]) -> tuple[list[float], float] | None:
         for i in clean
         if rate[i] > 0 and (series[i]["input_rate"].get("counter") or 0) > 0
     ]
-    words = statistics.median(ratios) if ratios else 1.0
+    if not ratios:
+        return None
+    words = statistics.median(ratios)
     out = []
     for i in range(len(series)):
         if i in rate:

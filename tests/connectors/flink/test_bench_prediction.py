@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.flink.prediction import arrivals, fitted_models, flink_prediction
+from benchmarks.flink.prediction import arrivals, fitted_models, flink_prediction, replay
 from benchmarks.flink.runner import BenchConfig, RunResult, json_rows
 
 WORDS = 4.0  # words reaching the counter per sentence in these series
@@ -73,6 +73,29 @@ def test_no_prediction_without_measured_service_times():
         row["service_time_s"] = {"splitter": None, "counter": None}
     assert flink_prediction(series, 2.0) is None
     assert flink_prediction([], 2.0) is None
+
+
+def test_no_prediction_when_the_counters_input_was_never_measured():
+    """Words per sentence come from the counter's measured input; without it the counter's load is unknown."""
+    series = [_period(i, 30.0, (1, 2)) for i in range(5)]
+    for row in series:
+        row["input_rate"]["counter"] = None
+    assert arrivals(series) is None and flink_prediction(series, 2.0) is None
+
+
+def test_a_period_that_ran_two_parallelisms_is_predicted_between_them():
+    """``parallelism_during`` is the time-weighted mean over the period (1.5: half on 1 subtask, half on 2):
+    its capacity is 1.5 subtasks' and its queueing that of the rounded count at the same per-subtask load."""
+
+    def latency(k: float) -> float:
+        """The modelled latency (s) of the last period, the counter on ``k`` subtasks at 88 words/s."""
+        series = [_period(i, 22.0, (1, 2)) for i in range(4)]
+        series += [_period(i, 22.0, (1, k)) for i in range(4, 8)]  # type: ignore[arg-type]
+        rates, words = arrivals(series)
+        return replay(series, fitted_models(series), rates, words)[-1]
+
+    one, mixed, two = latency(1.0), latency(1.5), latency(2.0)
+    assert two < mixed < one, (one, mixed, two)
 
 
 def test_the_record_carries_the_prediction(tmp_path):
