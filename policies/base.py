@@ -236,6 +236,10 @@ class Policy(ABC):
     #: the decisions do not depend on the seed (no exploration, no random tie-breaking): one run of a
     #: configuration says all that more runs would (benchmarks and the BO AM simulate it once)
     deterministic: ClassVar[bool] = False
+    #: parameters the control loop sets from the application's declared SLO when the user did not set them
+    #: (``autoscaler.control.agents.slo_params``): ``violation_budget``, the fraction of periods the operator may
+    #: exceed its latency bound
+    SLO_PARAMS: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, spec: OperatorSpec, params: dict[str, Any] | None = None, seed: int = 0) -> None:
         self.spec = spec

@@ -38,13 +38,28 @@ def load_policy(
     lo, hi = rails.bounds(op.name, op.max_parallelism)
     spec = operator_spec(topo, op, control.am_config, k_min=lo, k_max=hi)
     cls = registry.load("om", name)
-    policy = cls(spec, params, seed=op.pk)
+    policy = cls(spec, slo_params(cls, params, topo), seed=op.pk)
     if agent is not None and agent.policy == name and agent.blob:
         policy.load_state(bytes(agent.blob))
         policy.spec.k_min, policy.spec.k_max = spec.k_min, spec.k_max
         if agent.am_config_version != control.am_config_version:
             policy.reconfigure(spec.weights, spec.r_max_s)
     return policy
+
+
+def slo_params(cls: type[Policy], params: dict[str, Any], topo: Topology) -> dict[str, Any]:
+    """``params`` with the policy's SLO parameters (``Policy.SLO_PARAMS``) the user did not set taken from the
+    application's SLO. ``violation_budget`` (a fraction of periods) is eta_V divided among the controlled
+    operators of the longest source-to-sink path: a path exceeds R_max only in a period in which one of its
+    operators exceeds its share of it, so operators within their budgets keep the path within eta_V (a union
+    bound). eta_V = 1 (no SLO on violations) gives 0, the policy's "no budget"."""
+    if "violation_budget" not in cls.SLO_PARAMS or "violation_budget" in params:
+        return params
+    controlled = {op.name for op in topo.operators}
+    longest = max((sum(name in controlled for name in path) for path in topo.paths()), default=0)
+    eta_v = float(topo.application.eta_v)
+    budget = 0.0 if eta_v >= 1.0 else eta_v / max(longest, 1)
+    return {**params, "violation_budget": budget}
 
 
 def reset(application: Application, operators: list[str] | None = None) -> int:

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from django.db import transaction
 
-from autoscaler.control.agents import load_policy
+from autoscaler.control.agents import load_policy, slo_params
 from autoscaler.control.app_state import AmConfig
 from autoscaler.control.locks import application_lock
 from autoscaler.control.models import ApplicationControl, Decision, Tick
@@ -19,6 +19,7 @@ from autoscaler.control.om_config import naive_configuration
 from autoscaler.control.policy_choice import DEFAULT_AM_POLICY, DEFAULT_OM_POLICY, policy_choice
 from autoscaler.control.topology import Topology, topology
 from autoscaler.models import Application
+from policies import registry
 
 #: options of the ``bo`` AM (``policies.options``, level "am") passed to ``BayesianAM`` under their own names
 BO_OPTIONS = (
@@ -136,7 +137,7 @@ def bo_configuration(
     am = BayesianAM(
         papp,
         topo.node_types,
-        om_factory_from_registry(om_name, om_params),
+        om_factory_from_registry(om_name, slo_params(registry.load("om", om_name), om_params, topo)),
         eta_v=app.eta_v,
         eta_r=app.eta_r,
         **{name: opts[name] for name in BO_OPTIONS},

@@ -158,6 +158,7 @@ class Predictive(Policy):
     name: ClassVar[str] = "predictive"
     _explains: ClassVar[bool] = True
     deterministic: ClassVar[bool] = True
+    SLO_PARAMS: ClassVar[tuple[str, ...]] = ("violation_budget",)  # the loop: the application's eta_V
     DEFAULTS: ClassVar[dict[str, Any]] = {
         "period_s": PERIOD_S,
         "day_s": DAY_S,

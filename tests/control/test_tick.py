@@ -297,3 +297,25 @@ def test_a_change_is_a_swap_when_an_operator_gains_or_loses_a_node_type_else_a_r
     assert _swaps_a_node_type(before, {"a": {"A2": 2}, "b": {"A1": 1}})  # a moved to another type
     assert _swaps_a_node_type(before, {"a": {"A1": 2}, "b": {"A1": 1, "A3": 1}})  # b gained one
     assert not _swaps_a_node_type(None, {"a": {"A2": 2}})  # nothing known before: not counted as a swap
+
+
+def test_the_predictive_om_keeps_the_applications_eta_v_shared_along_its_longest_path():
+    """``violation_budget`` of an OM that declares it an SLO parameter comes from the application's eta_V, divided
+    among the controlled operators of the longest path (here a chain of 2: 5 % -> 2.5 % each), unless the
+    user set it; an OM without the parameter is built from its params as they are."""
+    from autoscaler.control.agents import load_policy, slo_params
+    from autoscaler.control.topology import topology
+    from policies import registry
+
+    app = simulated_pipeline("slo-budget", n_operators=2, om_policy="predictive", rate_scale=BUSY)
+    topo = topology(app)
+    control = ApplicationControl.objects.get_or_create(application=app)[0]
+    policy = load_policy(None, topo.operators[0], topo, control, parse_rails(control.rails))
+    assert policy.params["violation_budget"] == pytest.approx(app.eta_v / 2)
+    assert slo_params(registry.load("om", "predictive"), {"violation_budget": 0.01}, topo) == {
+        "violation_budget": 0.01
+    }
+    app.eta_v = 1.0  # no SLO on violations: no budget
+    app.save()
+    assert slo_params(registry.load("om", "predictive"), {}, topology(app)) == {"violation_budget": 0.0}
+    assert slo_params(registry.load("om", "model-based"), {}, topo) == {}
