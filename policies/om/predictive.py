@@ -138,6 +138,12 @@ STEP_MARGIN = 1e-12
 MIN_HISTORY_S = 86_400.0  # forecaster history (s) before planning on it; model-based before
 #: may reconfigure to any deployment in one step (beyond the papers' action set; module doc)
 MULTI_STEP = False
+#: on a surprise -- a rate beyond jump_sigmas one-period error stds of its forecast, which the forecaster's level
+#: follows at once (a step, a flash crowd, its end) -- the plan made on it may add several replicas, or remove
+#: several, in one step at one reconfiguration (never a swap of node types), when that beats every one-replica
+#: action (module doc). A change no forecast carried is met at once; the plan's other decisions stay one replica a
+#: period (the papers' action set)
+SURPRISE_STEPS = True
 #: a plan does not undo the last change (back to the deployment before it) on a residual level that moved less than
 #: replan_sigmas error stds of the forecast the change was made on (that many periods ahead) since: such a plan is
 #: made on the change's level (decayed since), and undoes it only if that plan does too (module doc)
@@ -184,6 +190,7 @@ class Predictive(Policy):
         "replan_sigmas": REPLAN_SIGMAS,
         "min_history_s": MIN_HISTORY_S,
         "multi_step": MULTI_STEP,
+        "surprise_steps": SURPRISE_STEPS,
         "speed_scaling": SPEED_SCALING,
         "commit_changes": COMMIT_CHANGES,
         "violation_budget": VIOLATION_BUDGET,
@@ -237,6 +244,10 @@ class Predictive(Policy):
             )
         if not isinstance(params["multi_step"], bool):
             raise ValueError(f"params.multi_step: must be true or false, got {params['multi_step']!r}")
+        if not isinstance(params["surprise_steps"], bool):
+            raise ValueError(
+                f"params.surprise_steps: must be true or false, got {params['surprise_steps']!r}"
+            )
         if not 0.0 <= params["violation_budget"] < 1.0:
             raise ValueError(f"params.violation_budget: must be in [0, 1), got {params['violation_budget']}")
         if params["min_history_s"] < 0:
@@ -429,6 +440,16 @@ class Predictive(Policy):
                 target = int(np.argmin(self.plan_w0))
                 if self.spec.weights.rcf + self.plan_w0[target] < q[a] - STEP_MARGIN:
                     return self._step_to(target), {}
+            elif self._surprise():
+                # a multi-replica step: several replicas added, or several removed -- the latter only to a deployment
+                # whose bound a violation has bracketed (evidence, not the optimism of an untried class) -- never a
+                # swap of node types
+                dep = space.deployments
+                up = np.all(dep >= dep[d], axis=1)
+                down = np.all(dep <= dep[d], axis=1) & np.isfinite(thr[space.cls])
+                target = int(np.argmin(np.where(up | down, self.plan_w0, np.inf)))
+                if self.spec.weights.rcf + self.plan_w0[target] < q[a] - STEP_MARGIN:
+                    return self._step_to(target), {}
             return a, {}
         stage_end = np.flatnonzero(self.edges[1:] == j)
         if stage_end.size == 0 or stage_end[0] >= len(self.plan_dec):
@@ -441,9 +462,16 @@ class Predictive(Policy):
         self._jump = self.space.deployments[target].astype(np.int64)
         return JUMP
 
+    def _surprise(self) -> bool:
+        """This period's rate was a jump beyond the noise of its forecast (``surprise_steps``): the plan made on it
+        may add, or remove, several replicas at one reconfiguration."""
+        return bool(self.params["surprise_steps"]) and self.fc.jumped
+
     def _must_replan(self, j: int, rate: float, thr: np.ndarray) -> bool:
         self._forced = self._violated or not np.array_equal(thr, self.plan_thr)
         if self.plan_t < 0 or j >= min(self.params["replan_every"], len(self.plan_xhat)) or self._forced:
+            return True
+        if self._surprise():
             return True
         expected = float(self.plan_xhat[j - 1])
         sigma = self.fc.error_std(j, expected)
