@@ -65,18 +65,28 @@ the violation weight the plan charges to ``w_perf (1 + excess / (violation_budge
 season))`` (:meth:`Predictive.perf_weight`). Within the budget the plan is the cost-optimal one; a stretch over it
 makes the plan hedge until the excess is paid back. The warm-up's violations (the inner learner's) do not count.
 
+Surprise steps (``surprise_steps``): a rate farther from its one-period forecast than ``jump_sigmas`` error standard
+deviations (a step, a flash crowd, its end) is news no forecast carried; the forecaster's level follows it at once
+(:attr:`policies.seasonal.SeasonalForecaster.jumped`) and the plan is made again on it. That plan may add several
+replicas, or remove several, in one step at one reconfiguration, when that beats every one-replica action: one
+replica a period, a flash crowd of 150 -> 900 tuples/s on infrastructure B cost four violating periods and eight
+reconfigurations around it, against one and two for ``model-based-trend``'s multi-replica step. The step never
+swaps node types (that is the one-replica plan's, which sees it pay or not), and removes replicas only to a class a
+violation has bracketed (an untried class carries any rate in the learned model: on A a step to one replica of
+an untried type violated in the next period). Every other decision stays one replica a period.
+
 Cost: one plan is ``S`` vectorised backups over the deployments mixing at most ``max_mixed_types`` node types
 (S = fine_steps + (horizon - fine_steps) / block_steps stages, 15 by default, plus the doubling blocks beyond
 the near horizon: 19 on infrastructure B with K_max 10, 20 with K_max 20); see docs/benchmarks.md
 (``predictive`` section) for the whole-trace CPU time, memory and quality against the clairvoyant bound.
 
 Limits: plans only with the ``threshold`` violation model (round robin + worst replica; otherwise it is
-``model-based``); the action set is the papers' (one replica per period) unless ``multi_step`` (off by default:
-the clairvoyant bound of the paper tables is over the papers' action set), which adds to every stage a
-multi-replica step (:data:`policies.base.JUMP`) to the best deployment of the next stage at one reconfiguration
-(a flash crowd is met after one violating period instead of one per missing replica, and left in one step;
-measured in docs/benchmarks.md: it also hops between node types of about equal value after a step on A); the
-AM's budget is not part of the plan (a denied proposal is learned as a no-op, as for every policy).
+``model-based``); the action set is the papers' (one replica per period) except on a surprise
+(``surprise_steps``, above: then the plan's first action may be a multi-replica step, which the clairvoyant bound
+of the paper tables, over the papers' action set, does not have -- as ``model-based-trend``'s steps) and unless
+``multi_step`` (off by default), which adds to every stage a multi-replica step (:data:`policies.base.JUMP`) to
+the best deployment of the next stage at one reconfiguration (measured in docs/benchmarks.md: it also hops
+between node types of about equal value after a step on A); the AM's budget is not part of the plan (a denied proposal is learned as a no-op, as for every policy).
 """
 
 from __future__ import annotations
