@@ -362,7 +362,8 @@ def test_a_surprise_step_meets_a_flash_crowd_after_one_violating_period_and_leav
     """``surprise_steps``: the rate that opens a flash crowd (and the one that ends it) is beyond the forecaster's
     jump limit, and the plan made on it adds (removes) the replicas it needs in one reconfiguration. One replica a
     period, the plan violated in four periods of the flash crowd and paid eight reconfigurations around it
-    (measured on this trace: K_max 10, 0.002453 against 0.001758 for model-based-trend's multi-replica step)."""
+    (measured on this trace, K_max 10: 0.0024526 one replica a period, 0.0017582 with the surprise steps,
+    model-based-trend's multi-replica steps 0.0017583)."""
     spec = paper_spec("B", 3, k_max)
     trace = noisy(flash_shape(), 0)
     start = len(trace) // 2
