@@ -123,6 +123,9 @@ class SeasonalForecaster:
         self.pend_bin = [-1, -1]
         self.pend_mean = [0.0, 0.0]
         self.level = 0.0  # residual level (tuples/s)
+        #: the last observed rate was beyond ``jump_sigmas`` one-period error stds of its forecast (the level
+        #: followed it at once): news no forecast carried
+        self.jumped = False
         self.sxy = 0.0  # forgetful sums of the lag-1 regression of the residual level
         self.sxx = 0.0
         # forecasts awaiting their period (Python lists: the per-period updates are scalar)
@@ -292,13 +295,14 @@ class SeasonalForecaster:
         old = self.level
         resid = rate - s_now
         alpha = self.level_alpha
+        self.jumped = False
         if self.jump_sigmas > 0 and last == last:
             a, b = self._var_ab_list[0]
             var = a + b * last
             if 0.0 < var < math.inf and abs(rate - last) > self.jump_sigmas * math.sqrt(var):
-                alpha = (
-                    1.0  # a jump beyond the noise (a step, a flash crowd, its end): the level follows at once
-                )
+                # a jump beyond the noise (a step, a flash crowd, its end): the level follows at once
+                alpha = 1.0
+                self.jumped = True
         self.level = resid if t == 0 else old + alpha * (resid - old)
         if t > 0:
             lam = self.phi_forget
@@ -390,6 +394,7 @@ class SeasonalForecaster:
         meta = {
             "t": self.t,
             "level": self.level,
+            "jumped": self.jumped,
             "sxy": self.sxy,
             "sxx": self.sxx,
             "new_errors": self._new_errors,
@@ -418,6 +423,7 @@ class SeasonalForecaster:
     def load(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
         self.t = int(meta["t"])
         self.level, self.sxy, self.sxx = float(meta["level"]), float(meta["sxy"]), float(meta["sxx"])
+        self.jumped = bool(meta.get("jumped", False))  # states saved before the flag: no jump
         self.profiles = [arrays["fc_day"].copy(), arrays["fc_week"].copy()]
         self.counts = [arrays["fc_day_n"].copy(), arrays["fc_week_n"].copy()]
         # states saved before the rule: no deviation beyond the limit remembered

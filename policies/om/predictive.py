@@ -65,18 +65,28 @@ the violation weight the plan charges to ``w_perf (1 + excess / (violation_budge
 season))`` (:meth:`Predictive.perf_weight`). Within the budget the plan is the cost-optimal one; a stretch over it
 makes the plan hedge until the excess is paid back. The warm-up's violations (the inner learner's) do not count.
 
+Surprise steps (``surprise_steps``): a rate farther from its one-period forecast than ``jump_sigmas`` error standard
+deviations (a step, a flash crowd, its end) is news no forecast carried; the forecaster's level follows it at once
+(:attr:`policies.seasonal.SeasonalForecaster.jumped`) and the plan is made again on it. That plan may add several
+replicas, or remove several, in one step at one reconfiguration, when that beats every one-replica action: one
+replica a period, a flash crowd of 150 -> 900 tuples/s on infrastructure B cost four violating periods and eight
+reconfigurations around it, against one and two for ``model-based-trend``'s multi-replica step. The step never
+swaps node types (that is the one-replica plan's, which sees it pay or not), and removes replicas only to a class a
+violation has bracketed (an untried class carries any rate in the learned model: on A a step to one replica of
+an untried type violated in the next period). Every other decision stays one replica a period.
+
 Cost: one plan is ``S`` vectorised backups over the deployments mixing at most ``max_mixed_types`` node types
 (S = fine_steps + (horizon - fine_steps) / block_steps stages, 15 by default, plus the doubling blocks beyond
 the near horizon: 19 on infrastructure B with K_max 10, 20 with K_max 20); see docs/benchmarks.md
 (``predictive`` section) for the whole-trace CPU time, memory and quality against the clairvoyant bound.
 
 Limits: plans only with the ``threshold`` violation model (round robin + worst replica; otherwise it is
-``model-based``); the action set is the papers' (one replica per period) unless ``multi_step`` (off by default:
-the clairvoyant bound of the paper tables is over the papers' action set), which adds to every stage a
-multi-replica step (:data:`policies.base.JUMP`) to the best deployment of the next stage at one reconfiguration
-(a flash crowd is met after one violating period instead of one per missing replica, and left in one step;
-measured in docs/benchmarks.md: it also hops between node types of about equal value after a step on A); the
-AM's budget is not part of the plan (a denied proposal is learned as a no-op, as for every policy).
+``model-based``); the action set is the papers' (one replica per period) except on a surprise
+(``surprise_steps``, above: then the plan's first action may be a multi-replica step, which the clairvoyant bound
+of the paper tables, over the papers' action set, does not have -- as ``model-based-trend``'s steps) and unless
+``multi_step`` (off by default), which adds to every stage a multi-replica step (:data:`policies.base.JUMP`) to
+the best deployment of the next stage at one reconfiguration (measured in docs/benchmarks.md: it also hops
+between node types of about equal value after a step on A); the AM's budget is not part of the plan (a denied proposal is learned as a no-op, as for every policy).
 """
 
 from __future__ import annotations
@@ -138,6 +148,12 @@ STEP_MARGIN = 1e-12
 MIN_HISTORY_S = 86_400.0  # forecaster history (s) before planning on it; model-based before
 #: may reconfigure to any deployment in one step (beyond the papers' action set; module doc)
 MULTI_STEP = False
+#: on a surprise -- a rate beyond jump_sigmas one-period error stds of its forecast, which the forecaster's level
+#: follows at once (a step, a flash crowd, its end) -- the plan made on it may add several replicas, or remove
+#: several, in one step at one reconfiguration (never a swap of node types), when that beats every one-replica
+#: action (module doc). A change no forecast carried is met at once; the plan's other decisions stay one replica a
+#: period (the papers' action set)
+SURPRISE_STEPS = True
 #: a plan does not undo the last change (back to the deployment before it) on a residual level that moved less than
 #: replan_sigmas error stds of the forecast the change was made on (that many periods ahead) since: such a plan is
 #: made on the change's level (decayed since), and undoes it only if that plan does too (module doc)
@@ -185,6 +201,7 @@ class Predictive(Policy):
         "replan_sigmas": REPLAN_SIGMAS,
         "min_history_s": MIN_HISTORY_S,
         "multi_step": MULTI_STEP,
+        "surprise_steps": SURPRISE_STEPS,
         "speed_scaling": SPEED_SCALING,
         "commit_changes": COMMIT_CHANGES,
         "violation_budget": VIOLATION_BUDGET,
@@ -238,6 +255,10 @@ class Predictive(Policy):
             )
         if not isinstance(params["multi_step"], bool):
             raise ValueError(f"params.multi_step: must be true or false, got {params['multi_step']!r}")
+        if not isinstance(params["surprise_steps"], bool):
+            raise ValueError(
+                f"params.surprise_steps: must be true or false, got {params['surprise_steps']!r}"
+            )
         if not 0.0 <= params["violation_budget"] < 1.0:
             raise ValueError(f"params.violation_budget: must be in [0, 1), got {params['violation_budget']}")
         if params["min_history_s"] < 0:
@@ -430,6 +451,16 @@ class Predictive(Policy):
                 target = int(np.argmin(self.plan_w0))
                 if self.spec.weights.rcf + self.plan_w0[target] < q[a] - STEP_MARGIN:
                     return self._step_to(target), {}
+            elif self._surprise():
+                # a multi-replica step: several replicas added, or several removed -- the latter only to a deployment
+                # whose bound a violation has bracketed (evidence, not the optimism of an untried class) -- never a
+                # swap of node types
+                dep = space.deployments
+                up = np.all(dep >= dep[d], axis=1)
+                down = np.all(dep <= dep[d], axis=1) & np.isfinite(thr[space.cls])
+                target = int(np.argmin(np.where(up | down, self.plan_w0, np.inf)))
+                if self.spec.weights.rcf + self.plan_w0[target] < q[a] - STEP_MARGIN:
+                    return self._step_to(target), {}
             return a, {}
         stage_end = np.flatnonzero(self.edges[1:] == j)
         if stage_end.size == 0 or stage_end[0] >= len(self.plan_dec):
@@ -442,9 +473,16 @@ class Predictive(Policy):
         self._jump = self.space.deployments[target].astype(np.int64)
         return JUMP
 
+    def _surprise(self) -> bool:
+        """This period's rate was a jump beyond the noise of its forecast (``surprise_steps``): the plan made on it
+        may add, or remove, several replicas at one reconfiguration."""
+        return bool(self.params["surprise_steps"]) and self.fc.jumped
+
     def _must_replan(self, j: int, rate: float, thr: np.ndarray) -> bool:
         self._forced = self._violated or not np.array_equal(thr, self.plan_thr)
         if self.plan_t < 0 or j >= min(self.params["replan_every"], len(self.plan_xhat)) or self._forced:
+            return True
+        if self._surprise():
             return True
         expected = float(self.plan_xhat[j - 1])
         sigma = self.fc.error_std(j, expected)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from benchmarks.predictive import flash_shape, noisy, step_shape, weekly_shape
-from policies.base import Observation
+from policies.base import JUMP, Observation
 from policies.om import mdp
 from policies.om.model_based import speed_scaled_brackets
 from policies.om.predictive import Predictive, recoup_periods, stage_edges, stage_points, stage_spans
@@ -73,6 +73,11 @@ def test_a_flash_crowd_is_not_learned_as_a_daily_event():
     for x in noisy[: at + 1]:
         fc.observe(float(x))
     assert fc.forecast(1)[0] > 600.0  # the level followed the jump at once
+    assert fc.jumped  # ... and says so (the plan may step on it: ``surprise_steps``)
+    meta, arrays = fc.state()
+    twin = SeasonalForecaster(60.0, 86_400.0, 604_800.0, 600.0, 2.0, 0.2, 28 * 86_400.0, True, 3.0, 6.0)
+    twin.load(meta, arrays)
+    assert twin.jumped
     for x in noisy[at + 1 : at + 1440 - 30]:
         fc.observe(float(x))
     # 30 periods before the same time the next day: no phantom flash crowd ahead, and a narrow error at 150
@@ -281,14 +286,16 @@ def test_one_unforeseen_step_does_not_make_the_plan_hold_a_spare_replica_on_b():
 def test_the_plan_leaves_a_flash_crowds_deployment_once_the_savings_repay_the_moves_on_b():
     """Infrastructure B, K_max 10: one type-0 replica's resource cost repays a reconfiguration in 300 periods; a
     64-period plan never sees the 4 removals back from a flash crowd's 6 replicas pay for themselves and held
-    6 replicas for the rest of the run. The horizon reaching ``horizon_recoups`` recoup periods leaves them."""
+    6 replicas for the rest of the run. The horizon reaching ``horizon_recoups`` recoup periods leaves them. One
+    replica a period (``surprise_steps`` off: the step back at one reconfiguration, on the rate that ends the flash
+    crowd, pays within 64 periods)."""
     spec = paper_spec("B", 3, 10)
     assert recoup_periods(spec) == pytest.approx(0.2 * spec.cost_scale / (0.2 * 0.95))  # price step 1 - 0.05
     trace = noisy(flash_shape(), 0)
     after = slice(len(trace) // 2 + 15 + 300, None)  # from one recoup time after the flash crowd on
     mean = {}
     for recoups in (2.0, 0.0):
-        policy = Predictive(spec, {"horizon_recoups": recoups})
+        policy = Predictive(spec, {"horizon_recoups": recoups, "surprise_steps": False})
         res = run_operator(trace, policy, spec=spec)
         need = _type0_replicas_needed(policy, trace[after])
         assert res.replicas[len(trace) // 2 + 5] >= 6  # it carried the flash crowd
@@ -338,13 +345,56 @@ def test_multi_step_carries_a_flash_crowd_in_one_reconfiguration_and_leaves_it_i
     spec = paper_spec("B", 3, 10)
     trace = noisy(flash_shape(), 0)
     start = len(trace) // 2
-    runs = {m: run_operator(trace, Predictive(spec, {"multi_step": m}), spec=spec) for m in (True, False)}
+    runs = {
+        m: run_operator(trace, Predictive(spec, {"multi_step": m, "surprise_steps": False}), spec=spec)
+        for m in (True, False)
+    }
     flash = slice(start, start + 15)
     assert runs[True].violation[flash].sum() == 1
     assert runs[False].violation[flash].sum() >= 4
     around = slice(start - 5, start + 15 + 60)
     assert runs[True].reconfiguration[around].sum() == 2  # one step out, one back
     assert runs[True].summary()["avg_cost"] < runs[False].summary()["avg_cost"]
+
+
+@pytest.mark.parametrize("k_max", [10, 20])
+def test_a_surprise_step_meets_a_flash_crowd_after_one_violating_period_and_leaves_it_in_one_on_b(k_max):
+    """``surprise_steps``: the rate that opens a flash crowd (and the one that ends it) is beyond the forecaster's
+    jump limit, and the plan made on it adds (removes) the replicas it needs in one reconfiguration. One replica a
+    period, the plan violated in four periods of the flash crowd and paid eight reconfigurations around it
+    (measured on this trace, K_max 10: 0.0024526 one replica a period, 0.0017582 with the surprise steps,
+    model-based-trend's multi-replica steps 0.0017583)."""
+    spec = paper_spec("B", 3, k_max)
+    trace = noisy(flash_shape(), 0)
+    start = len(trace) // 2
+    runs = {s: run_operator(trace, Predictive(spec, {"surprise_steps": s}), spec=spec) for s in (True, False)}
+    flash, around = slice(start, start + 15), slice(start - 5, start + 15 + 60)
+    assert runs[True].violation[flash].sum() == 1
+    assert runs[False].violation[flash].sum() >= 4
+    assert runs[True].reconfiguration[around].sum() == 2  # one step out, one back
+    assert runs[False].reconfiguration[around].sum() >= 8
+    assert runs[True].summary()["avg_cost"] < runs[False].summary()["avg_cost"]
+    assert np.array_equal(runs[True].deployment[:start], runs[False].deployment[:start])  # no surprise before
+
+
+def test_a_surprise_step_adds_or_removes_replicas_and_removes_them_only_to_a_bracketed_class_on_a():
+    """A surprise step is several replicas added, or several removed, never a swap of node types, and a removal
+    goes only to a class a violation has bracketed. Any deployment as the target, the step trace's jump on A with
+    K_max 20 (from two type-0 replicas and a type-2 one, the rate 150 -> 441) stepped to one type-2 replica: the
+    plan's optimism about an untried class (no bound: it carries any rate), a violation in the next period."""
+    trace = noisy(step_shape(), 0)
+    steps = 0
+    for k_max in (10, 20):
+        spec = paper_spec("A", 3, k_max)
+        res = run_operator(trace, Predictive(spec), spec=spec)
+        dep = np.asarray(res.deployment, dtype=int)
+        for t in np.flatnonzero(np.asarray(res.action) == JUMP):
+            steps += 1
+            delta = dep[t + 1] - dep[t]
+            assert (delta >= 0).all() or (delta <= 0).all(), (k_max, t, dep[t], dep[t + 1])
+            if (delta <= 0).all():
+                assert not res.violation[t + 1], (k_max, t, dep[t], dep[t + 1])
+    assert steps >= 1
 
 
 def test_speed_scaled_brackets_follow_the_definition_of_a_speedup():
