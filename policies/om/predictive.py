@@ -64,6 +64,9 @@ violating fraction is kept by dual ascent: the violating periods of the plan's d
 the violation weight the plan charges to ``w_perf (1 + excess / (violation_budget x the periods of the longest
 season))`` (:meth:`Predictive.perf_weight`). Within the budget the plan is the cost-optimal one; a stretch over it
 makes the plan hedge until the excess is paid back. The warm-up's violations (the inner learner's) do not count.
+The default (0.1 %) is the benchmarks'; the control loop sets it, unless the application's ``om_params`` do, from
+the application's declared eta_V shared among the controlled operators of its longest path
+(``Policy.SLO_PARAMS``; ``autoscaler.control.agents.slo_params``).
 
 Surprise steps (``surprise_steps``): a rate farther from its one-period forecast than ``jump_sigmas`` error standard
 deviations (a step, a flash crowd, its end) is news no forecast carried; the forecaster's level follows it at once
