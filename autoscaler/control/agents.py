@@ -55,10 +55,8 @@ def slo_params(cls: type[Policy], params: dict[str, Any], topo: Topology) -> dic
     bound). eta_V = 1 (no SLO on violations) gives 0, the policy's "no budget"."""
     if "violation_budget" not in cls.SLO_PARAMS or "violation_budget" in params:
         return params
-    controlled = {op.name for op in topo.operators}
-    longest = max((sum(name in controlled for name in path) for path in topo.paths()), default=0)
     eta_v = float(topo.application.eta_v)
-    budget = 0.0 if eta_v >= 1.0 else eta_v / max(longest, 1)
+    budget = 0.0 if eta_v >= 1.0 else eta_v / max(topo.longest_controlled_path, 1)
     return {**params, "violation_budget": budget}
 
 

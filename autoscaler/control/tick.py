@@ -126,7 +126,7 @@ def run_tick(
         for stale in Tick.objects.filter(application=app, status=Tick.Status.APPLYING).order_by("slot"):
             _finish_apply(app, stale.pk, connector, started, reconcile=True, same_slot=stale.slot == slot)
             reconciled = reconciled or stale.slot == slot
-        outcome = _decide(app, topo, slot, connector, started, period_s, began_s=began)
+        outcome = _decide(app, topo, slot, connector, started, period_s, began)
         outcome.reconciled = reconciled
         if outcome.status == Tick.Status.APPLYING:
             tick_id = outcome_tick_id(app, slot)
@@ -146,12 +146,12 @@ def _decide(
     slot: int,
     connector: Connector,
     started: float,
-    period_s: float | None = None,
-    began_s: float | None = None,
+    period_s: float | None,
+    began_s: float,
 ) -> TickOutcome:
     """Phase 1; ``began_s`` (s since the epoch) is when the tick passed its staleness check (``Tick.began_at``)."""
     period_s = float(period_s or app.om_period_s)
-    began_at = dt.datetime.fromtimestamp(time.time() if began_s is None else began_s, tz=dt.UTC)
+    began_at = dt.datetime.fromtimestamp(began_s, tz=dt.UTC)
     with transaction.atomic():
         # the application lock is held: no other process creates this row concurrently (no savepoint needed)
         tick = Tick.objects.select_for_update().filter(application=app, slot=slot).first()

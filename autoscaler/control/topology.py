@@ -4,6 +4,7 @@ Deployment) in position order, their node types, the streams and source-to-sink 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 from django.core.exceptions import ObjectDoesNotExist
@@ -52,6 +53,13 @@ class Topology:
     def paths(self) -> list[list[str]]:
         """Every source-to-sink path of the whole graph (operator names)."""
         return source_to_sink_paths([op.name for op in self.all_operators], self.streams)
+
+    @cached_property
+    def longest_controlled_path(self) -> int:
+        """The most managed operators on one source-to-sink path (0 without a path); computed once per topology,
+        which the tick caches per process (``tick.definitions``)."""
+        managed = {op.name for op in self.operators}
+        return max((sum(name in managed for name in path) for path in self.paths()), default=0)
 
 
 def deployment_of(op: Operator) -> Deployment | None:

@@ -829,24 +829,25 @@ class ModelBased(Policy):
         speed = self._space_columns()[1]
         acts, dst, _ = self.space.moves(d)
         cls = self.space.cls
-        used = self.space.deployments > 0
+        deps = self.space.deployments
+        in_use = deps[d] > 0
+
+        def swaps(t: int) -> bool:  # the move to t changes the node types in use (only scale-ins are asked)
+            return not np.array_equal(deps[t] > 0, in_use)
+
         dropped = {
             a: t
             for a, t in zip(acts, dst.tolist(), strict=True)
             if a in q
             and speed[t] < speed[d] - 1e-9
-            and not (
-                swap_settles[cls[t]]
-                if swap_settles is not None and not np.array_equal(used[t], used[d])
-                else settles[cls[t]]
-            )
+            and not (swap_settles[cls[t]] if swap_settles is not None and swaps(t) else settles[cls[t]])
         }
         kept = {a: v for a, v in q.items() if a not in dropped}
         if not kept:
             return q
         best = mdp.greedy(q)
         if best in dropped and restart is not None:
-            swap = not np.array_equal(used[dropped[best]], used[d])
+            swap = swaps(dropped[best])
             down = restart.expected_restart_s(swap) or 0.0
             kind = "a change of node type" if swap else "a change of replica counts"
             self._settle_note = {
