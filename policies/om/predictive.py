@@ -450,19 +450,12 @@ class Predictive(Policy):
         if j == 0:
             q = self.plan_w0[self._succ[d]] + self._rcf[d]
             a = int(np.argmin(q))
-            if self.params["multi_step"]:
-                target = int(np.argmin(self.plan_w0))
-                if self.spec.weights.rcf + self.plan_w0[target] < q[a] - STEP_MARGIN:
-                    return self._step_to(target), {}
-            elif self._surprise():
-                # a multi-replica step: several replicas added, or several removed -- the latter only to a deployment
-                # whose bound a violation has bracketed (evidence, not the optimism of an untried class) -- never a
-                # swap of node types
-                dep = space.deployments
-                up = np.all(dep >= dep[d], axis=1)
-                down = np.all(dep <= dep[d], axis=1) & np.isfinite(thr[space.cls])
-                target = int(np.argmin(np.where(up | down, self.plan_w0, np.inf)))
-                if self.spec.weights.rcf + self.plan_w0[target] < q[a] - STEP_MARGIN:
+            values = self.plan_w0 if self.params["multi_step"] else self._surprise_values(d, thr)
+            if (
+                values is not None
+            ):  # a multi-replica step at one reconfiguration, when it beats every one-replica one
+                target = int(np.argmin(values))
+                if self.spec.weights.rcf + values[target] < q[a] - STEP_MARGIN:
                     return self._step_to(target), {}
             return a, {}
         stage_end = np.flatnonzero(self.edges[1:] == j)
@@ -475,6 +468,18 @@ class Predictive(Policy):
         """A multi-replica step to deployment ``target`` of the plan's space."""
         self._jump = self.space.deployments[target].astype(np.int64)
         return JUMP
+
+    def _surprise_values(self, d: int, thr: np.ndarray) -> np.ndarray | None:
+        """On a surprise (:meth:`_surprise`), the plan's values of the deployments a step from ``d`` may reach:
+        several replicas added, or several removed -- the latter only to a deployment whose bound a violation has
+        bracketed (evidence, not the optimism of an untried class) -- never a swap of node types (``inf``
+        elsewhere); None without a surprise."""
+        if not self._surprise():
+            return None
+        dep = self.space.deployments
+        up = np.all(dep >= dep[d], axis=1)
+        down = np.all(dep <= dep[d], axis=1) & np.isfinite(thr[self.space.cls])
+        return np.where(up | down, self.plan_w0, np.inf)
 
     def _surprise(self) -> bool:
         """This period's rate was a jump beyond the noise of its forecast (``surprise_steps``): the plan made on it
