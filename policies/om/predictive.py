@@ -450,12 +450,12 @@ class Predictive(Policy):
         if j == 0:
             q = self.plan_w0[self._succ[d]] + self._rcf[d]
             a = int(np.argmin(q))
-            values = self.plan_w0 if self.params["multi_step"] else self._surprise_values(d, thr)
+            reachable = self.plan_w0 if self.params["multi_step"] else self._surprise_values(d, thr)
             if (
-                values is not None
+                reachable is not None
             ):  # a multi-replica step at one reconfiguration, when it beats every one-replica one
-                target = int(np.argmin(values))
-                if self.spec.weights.rcf + values[target] < q[a] - STEP_MARGIN:
+                target = int(np.argmin(reachable))
+                if self.spec.weights.rcf + reachable[target] < q[a] - STEP_MARGIN:
                     return self._step_to(target), {}
             return a, {}
         stage_end = np.flatnonzero(self.edges[1:] == j)
