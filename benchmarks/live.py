@@ -7,7 +7,11 @@ repetition), ``periods`` (control periods measured), ``cold_start`` (False for a
 executor-cores, Flink task slots of the controlled operators), ``core_s_vs_static_peak``, ``core_s_vs_floor``
 (against the clairvoyant floor of the run's rates), ``reconfigurations``, ``lost`` / ``duplicated`` (records, sink
 vs trace), ``predicted_violations_pct`` / ``predicted_core_s`` (an engine model's prediction for the run's own
-series; None when the engine has none or it cannot be fitted).
+series: the recorded deployments replayed on the model, so its core-seconds are the run's own for every strategy
+whose deployments the run recorded; None when the engine has none or it cannot be fitted),
+``closed_loop_violations_pct`` / ``closed_loop_core_s`` (what the run's policy itself, run cold through the
+product on the engine model fitted from the run, does: the model and the policy predicted together; None where
+there is no such simulation, e.g. Spark, a pre-trained or a non-policy strategy).
 """
 
 from __future__ import annotations
@@ -33,16 +37,18 @@ JSON_KEYS = (
     "duplicated",
     "predicted_violations_pct",
     "predicted_core_s",
+    "closed_loop_violations_pct",
+    "closed_loop_core_s",
 )
 
 
-def _round(x: float | None, digits: int) -> float | None:
+def round_or_none(x: float | None, digits: int) -> float | None:
     """``x`` rounded; None for None or a non-finite number (JSON has no NaN)."""
     return None if x is None or not math.isfinite(x) else round(float(x), digits)
 
 
 def _ratio(x: float, base: float | None) -> float | None:
-    return _round(x / base if base is not None and base > 0 else None, 3)
+    return round_or_none(x / base if base is not None and base > 0 else None, 3)
 
 
 def record(
@@ -60,6 +66,8 @@ def record(
     duplicated: int,
     predicted_violations_pct: float | None = None,
     predicted_core_s: float | None = None,
+    closed_loop_violations_pct: float | None = None,
+    closed_loop_core_s: float | None = None,
 ) -> dict[str, Any]:
     """One object with exactly ``JSON_KEYS`` (in that order); ratios are None without a positive base."""
     row: dict[str, Any] = {
@@ -68,15 +76,17 @@ def record(
         "run": int(run),
         "periods": int(periods),
         "cold_start": bool(cold_start),
-        "violations_pct": _round(violations_pct, 2),
+        "violations_pct": round_or_none(violations_pct, 2),
         "core_s": round(float(core_s), 1),
         "core_s_vs_static_peak": _ratio(core_s, static_peak_core_s),
         "core_s_vs_floor": _ratio(core_s, floor_core_s),
         "reconfigurations": int(reconfigurations),
         "lost": int(lost),
         "duplicated": int(duplicated),
-        "predicted_violations_pct": _round(predicted_violations_pct, 2),
-        "predicted_core_s": _round(predicted_core_s, 1),
+        "predicted_violations_pct": round_or_none(predicted_violations_pct, 2),
+        "predicted_core_s": round_or_none(predicted_core_s, 1),
+        "closed_loop_violations_pct": round_or_none(closed_loop_violations_pct, 2),
+        "closed_loop_core_s": round_or_none(closed_loop_core_s, 1),
     }
     assert tuple(row) == JSON_KEYS
     return row
@@ -93,33 +103,47 @@ def summary(rows: list[dict], floor_core_s: float, unit: str = "core-s") -> str:
         "model prediction minus the real run, largest gap over runs):",
         "",
         "| strategy | runs | viol. % median (worst) | core-s median (worst) | vs static peak median | vs floor median "
-        "(worst) | reconf. median | pred. viol. gap pp | pred. core-s gap % | lost | dup. |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "(worst) | reconf. median | pred. viol. gap pp | pred. core-s gap % | closed-loop viol. gap pp | "
+        "closed-loop core-s gap % | lost | dup. |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, rs in by.items():
         v = [r["violations_pct"] for r in rs if r["violations_pct"] is not None]
         c = [r["core_s"] for r in rs]
         fl = [r["core_s_vs_floor"] for r in rs if r["core_s_vs_floor"] is not None]
         sp = [r["core_s_vs_static_peak"] for r in rs if r["core_s_vs_static_peak"] is not None]
-        gv = [
-            r["predicted_violations_pct"] - r["violations_pct"]
-            for r in rs
-            if r["predicted_violations_pct"] is not None and r["violations_pct"] is not None
-        ]
-        gc = [
-            100.0 * (r["predicted_core_s"] - r["core_s"]) / r["core_s"]
-            for r in rs
-            if r["predicted_core_s"] is not None and r["core_s"] > 0
-        ]
+        gv, gc = _gaps(rs, "predicted_violations_pct", "predicted_core_s")
+        lv, lc = _gaps(rs, "closed_loop_violations_pct", "closed_loop_core_s")
         lines.append(
             f"| {name} | {len(rs)} | {fmt(np.median(v) if v else None, 0)} ({fmt(max(v) if v else None, 0)}) | "
             f"{np.median(c):.0f} ({max(c):.0f}) | "
             f"{fmt(np.median(sp) if sp else None)} | {fmt(np.median(fl) if fl else None)} "
             f"({fmt(max(fl) if fl else None)}) | {np.median([r['reconfigurations'] for r in rs]):.0f} | "
-            f"{fmt(max(gv, key=abs) if gv else None, 0)} | {fmt(max(gc, key=abs) if gc else None, 0)} | "
+            f"{_worst(gv)} | {_worst(gc)} | {_worst(lv)} | {_worst(lc)} | "
             f"{sum(r['lost'] for r in rs)} | {sum(r['duplicated'] for r in rs)} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _gaps(rows: list[dict], violations_key: str, core_s_key: str) -> tuple[list[float], list[float]]:
+    """Per row with a prediction under the keys: predicted minus measured violations (pp), and predicted minus
+    measured core-seconds in % of the measured."""
+    gv = [
+        r[violations_key] - r["violations_pct"]
+        for r in rows
+        if r.get(violations_key) is not None and r["violations_pct"] is not None
+    ]
+    gc = [
+        100.0 * (r[core_s_key] - r["core_s"]) / r["core_s"]
+        for r in rows
+        if r.get(core_s_key) is not None and r["core_s"] > 0
+    ]
+    return gv, gc
+
+
+def _worst(gaps: list[float]) -> str:
+    """The gap of largest magnitude, signed, rounded to a whole number; "-" without any."""
+    return fmt(max(gaps, key=abs) if gaps else None, 0)
 
 
 def fmt(x: float | None, digits: int = 2) -> str:

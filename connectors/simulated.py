@@ -7,6 +7,17 @@ replica (``policies.operator_model.QueueModel``) on the node types of the applic
 
 The deployment "running on the engine" is kept in a pluggable state store (in memory by default; the control loop
 passes a durable one), so that a worker restart sees the same engine.
+
+By default every period is stationary: an operator's metrics are those of its queue at the period's rate, an
+overload shows as an infinite response time and is forgotten in the next period. With ``carry_backlog`` (connector
+setting ``backlog: true``) the engine is a fluid queue per operator carried from one period to the next (what a
+real engine does, and what ``bench_flink``'s prediction replays): in a period of length T (s) an operator with
+capacity c (tuples/s, ``QueueModel.capacity``) that runs a fraction f of the period (a reconfiguration stops the
+job for ``downtime_s`` from the start of the next period) serves ``min(c f T, b0 + inflow T)`` records of its
+backlog b0 plus inflow, keeps the rest as backlog b1 (records), and passes what it served downstream (x its
+selectivity). Its response time is the queue's at the inflow rate (capped at ``MAX_FLUID_UTILISATION`` of c)
+plus the mean backlog (b0 + b1) / 2 over c. A period the job is down throughout reports no metrics (job not
+running), as a restarting engine does. The backlog state is kept in the state store with the deployment.
 """
 
 from __future__ import annotations
@@ -38,20 +49,34 @@ from policies.operator_model import QueueModel
 
 
 class StateStore(Protocol):
+    """Where the simulated engine keeps what runs on it: the deployments and, with ``carry_backlog``, the queue
+    state (``FluidState.to_dict``)."""
+
     def load(self) -> dict[str, Deployment] | None: ...
 
     def save(self, deployments: dict[str, Deployment]) -> None: ...
+
+    def load_queue(self) -> dict[str, Any] | None: ...
+
+    def save_queue(self, state: dict[str, Any]) -> None: ...
 
 
 class InMemoryStore:
     def __init__(self) -> None:
         self._value: dict[str, Deployment] | None = None
+        self._queue: dict[str, Any] | None = None
 
     def load(self) -> dict[str, Deployment] | None:
         return None if self._value is None else json.loads(json.dumps(self._value))
 
     def save(self, deployments: dict[str, Deployment]) -> None:
         self._value = json.loads(json.dumps(deployments))
+
+    def load_queue(self) -> dict[str, Any] | None:
+        return None if self._queue is None else json.loads(json.dumps(self._queue))
+
+    def save_queue(self, state: dict[str, Any]) -> None:
+        self._queue = json.loads(json.dumps(state))
 
 
 class JsonFileStore:
@@ -64,15 +89,33 @@ class JsonFileStore:
         return json.loads(self.path.read_text()) if self.path.exists() else None
 
     def save(self, deployments: dict[str, Deployment]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(deployments, sort_keys=True))
-        tmp.replace(self.path)
+        _write_json(self.path, deployments)
+
+    @property
+    def queue_path(self) -> Path:
+        return self.path.with_name(self.path.stem + ".queue.json")
+
+    def load_queue(self) -> dict[str, Any] | None:
+        return json.loads(self.queue_path.read_text()) if self.queue_path.exists() else None
+
+    def save_queue(self, state: dict[str, Any]) -> None:
+        _write_json(self.queue_path, state)
+
+
+def _write_json(path: Path, value: Any) -> None:
+    """Write ``value`` as JSON to ``path`` atomically (a temporary file renamed over it)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(value, sort_keys=True))
+    tmp.replace(path)
 
 
 #: the simulated engine's mean service time per tuple on a speedup-1 node (ms) for a scaled operator whose
 #: manifest declares none (connector setting ``serviceTimeMs``); a property of the simulated system only
 SIMULATED_SERVICE_MS = 5.0
+#: with ``carry_backlog``: the utilisation at which an operator's stationary queue term is evaluated when its
+#: inflow reaches its capacity (beyond it the backlog term carries the overload); dimensionless
+MAX_FLUID_UTILISATION = 0.95
 
 
 @dataclass
@@ -102,7 +145,9 @@ class SimulatedApplication:
     ``speedups``: node-type name -> relative speed. ``streams``: edges (from, to). ``trace``: rates (tuples/s).
     ``noise``: relative standard deviation of measured rates (0 = exact). ``downtime_s``: simulated downtime of a
     reconfiguration (s). ``missing_slots``: slots whose metrics are reported as missing (fault injection).
-    ``refuse_apply``: every apply fails and is rolled back (fault injection).
+    ``refuse_apply``: every apply fails and is rolled back (fault injection). ``carry_backlog``: fluid queues
+    carried across periods, a reconfiguration's downtime stopping the next period (module doc).
+    ``latency_offset_s``: time every path adds outside the operators' queues (s: sources, sinks, network).
     """
 
     operators: list[SimOperator]
@@ -115,6 +160,8 @@ class SimulatedApplication:
     downtime_s: float = 0.0
     missing_slots: frozenset[int] = field(default_factory=frozenset)
     refuse_apply: bool = False
+    carry_backlog: bool = False
+    latency_offset_s: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.trace:
@@ -150,6 +197,40 @@ class SimulatedApplication:
         """Every source-to-sink path (lists of operator names)."""
         return source_to_sink_paths([op.name for op in self.operators], self.streams)
 
+    @property
+    def order(self) -> list[str]:
+        """Operator names in topological order."""
+        return list(self._order)
+
+    def predecessors(self, name: str) -> list[str]:
+        return [src for src, dst in self.streams if dst == name]
+
+
+@dataclass
+class FluidState:
+    """The queues of a ``carry_backlog`` engine after slot ``slot`` was observed: ``backlog`` per operator
+    (records), ``down_s`` the downtime (s) still to come at the start of the next period; ``before`` /
+    ``down_before`` the same before that slot was observed (a repeated collect of the slot starts from them)."""
+
+    slot: int = -1
+    backlog: dict[str, float] = field(default_factory=dict)
+    down_s: float = 0.0
+    before: dict[str, float] = field(default_factory=dict)
+    down_before: float = 0.0
+
+    @classmethod
+    def from_dict(cls, value: dict[str, Any] | None) -> FluidState:
+        return cls(**value) if value else cls()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "slot": self.slot,
+            "backlog": dict(self.backlog),
+            "down_s": self.down_s,
+            "before": dict(self.before),
+            "down_before": self.down_before,
+        }
+
 
 class SimulatedMonitor(Monitor):
     def __init__(self, app: SimulatedApplication, realizer: SimulatedRealizer) -> None:
@@ -163,21 +244,92 @@ class SimulatedMonitor(Monitor):
             )
         deployments = self.realizer.current()
         rng = random.Random(f"{self.app.seed}:{period.slot}")
-        rates = self.app.input_rates(period.slot)
-        ops: dict[str, OperatorMetrics] = {}
-        for op in self.app.operators:
-            dep = deployments.get(op.name, {})
-            rate = rates[op.name] * (1.0 + self.app.noise * rng.gauss(0.0, 1.0) if self.app.noise else 1.0)
-            rate = max(rate, 0.0)
-            ops[op.name] = _operator_metrics(op, dep, rate, self.app.speedups, period.length_s)
+        if self.app.carry_backlog:
+            fluid = self._fluid(period, deployments)
+            if fluid is None:
+                return PeriodMetrics(
+                    period,
+                    {},
+                    complete=False,
+                    reason="simulated job restarting (reconfiguration downtime)",
+                    cause=Cause.JOB_NOT_RUNNING,
+                )
+            ops = fluid
+            if self.app.noise:  # the measurement error of the rates (the queues carry the true ones)
+                for m in ops.values():
+                    if m.input_rate is not None:
+                        m.input_rate = max(m.input_rate * (1.0 + self.app.noise * rng.gauss(0.0, 1.0)), 0.0)
+        else:
+            rates = self.app.input_rates(period.slot)
+            ops = {}
+            for op in self.app.operators:
+                rate = rates[op.name] * (
+                    1.0 + self.app.noise * rng.gauss(0.0, 1.0) if self.app.noise else 1.0
+                )
+                ops[op.name] = _operator_metrics(
+                    op, deployments.get(op.name, {}), max(rate, 0.0), self.app.speedups, period.length_s
+                )
         path_rt: dict[str, float] = {}
         for path in self.app.paths():
-            total = 0.0
+            total = self.app.latency_offset_s
             for name in path:
                 r = ops[name].response_time_s
                 total += math.inf if r is None else r
             path_rt["->".join(path)] = total
         return PeriodMetrics(period, ops, path_rt)
+
+    def _fluid(self, period: Period, deployments: dict[str, Deployment]) -> dict[str, OperatorMetrics] | None:
+        """Advance the fluid queues over ``period`` (module doc) and return every operator's metrics; None when
+        the job is down for the whole period. The new state is saved to the realizer's store."""
+        store = self.realizer.store
+        state = FluidState.from_dict(store.load_queue())
+        if state.slot == period.slot:  # observed again (a retried tick): from the state before it
+            backlog, down = dict(state.before), state.down_before
+        else:
+            backlog, down = dict(state.backlog), state.down_s
+        length = max(period.length_s, 1e-9)
+        stopped = min(down, length)
+        running = 1.0 - stopped / length
+        by_name = {op.name: op for op in self.app.operators}
+        served_rate: dict[str, float] = {}
+        after: dict[str, float] = {}
+        ops: dict[str, OperatorMetrics] = {}
+        for name in self.app.order:
+            op = by_name[name]
+            preds = self.app.predecessors(name)
+            if preds:
+                inflow = sum(served_rate[p] * by_name[p].selectivity for p in preds)
+            else:
+                inflow = self.app.source_rate(period.slot)
+            dep = deployments.get(name, {})
+            b0 = float(backlog.get(name, 0.0))
+            m = _operator_metrics(op, dep, inflow, self.app.speedups, period.length_s)
+            if not m.complete:  # no replica: everything queues
+                after[name] = b0 + inflow * length
+                served_rate[name] = 0.0
+                ops[name] = m
+                continue
+            k = np.array([dep[t] for t in sorted(dep)])
+            speeds = np.array([self.app.speedups[t] for t in sorted(dep)], dtype=float)
+            model = op.model()
+            capacity = model.capacity(k, speeds)
+            served = min(capacity * running * length, b0 + inflow * length)
+            b1 = b0 + inflow * length - served
+            after[name], served_rate[name] = b1, served / length
+            stationary = model.response_time(k, speeds, min(inflow, MAX_FLUID_UTILISATION * capacity))
+            rt = stationary + 0.5 * (b0 + b1) / capacity
+            m.processing_rate = served / length
+            m.utilisation = min(served / (capacity * length * running), 1.0) if running > 0 else None
+            m.response_time_s = rt
+            m.response_time_p95_s = rt + 2.0 * stationary
+            m.backlog = b1
+            ops[name] = m
+        new = FluidState(period.slot, after, down - stopped, backlog, down)
+        if running <= 0.0:
+            store.save_queue(new.to_dict())
+            return None
+        store.save_queue(new.to_dict())
+        return ops
 
 
 def _operator_metrics(
@@ -238,7 +390,12 @@ class SimulatedRealizer(Realizer):
                     return ApplyResult(False, before, error=f"unknown node type {t!r}", rolled_back=True)
             after[name] = {t: int(n) for t, n in target.items() if n > 0}
         self.store.save(after)
-        return ApplyResult(True, after, downtime_s=self.app.downtime_s if plan.targets else 0.0)
+        downtime = self.app.downtime_s if plan.targets else 0.0
+        if self.app.carry_backlog and downtime > 0:  # the job stops from the start of the next period
+            state = FluidState.from_dict(self.store.load_queue())
+            state.down_s += downtime
+            self.store.save_queue(state.to_dict())
+        return ApplyResult(True, after, downtime_s=downtime)
 
 
 class SimulatedConnector(Connector):
@@ -276,6 +433,12 @@ def settings_schema() -> dict[str, Any]:
         "noise": (float, 0.0, "relative standard deviation of measured rates"),
         "seed": (int, 0, "seed of the measurement noise"),
         "downtimeS": (float, 0.0, "simulated downtime of one reconfiguration (s)"),
+        "backlog": (
+            bool,
+            False,
+            "carry each operator's backlog across periods; a reconfiguration stops the job",
+        ),
+        "latencyOffsetMs": (float, 0.0, "time every path adds outside the operators' queues (ms)"),
         "serviceTimeMs": (
             float,
             SIMULATED_SERVICE_MS,

@@ -234,10 +234,13 @@ class SimulatedEngine(models.Model):
     the engine received. ``faults``: ``missingSlots`` (list), ``refuseApply`` (bool), ``applyDelayS``,
     ``collectDelayS`` (s), ``failCollect`` (count of collects that raise ConnectorError), ``speedupOverride``
     (node type -> speedup the engine really delivers), ``failingOperators`` (operators reported as down),
-    ``jobState`` (the whole job reported in this engine state, e.g. FAILED or RESTARTING)."""
+    ``jobState`` (the whole job reported in this engine state, e.g. FAILED or RESTARTING). ``queue``: the
+    backlog per operator (records) and pending downtime (s) of an engine with ``backlog: true``
+    (``connectors.simulated.FluidState``)."""
 
     application = models.OneToOneField(Application, on_delete=models.CASCADE, related_name="simulated_engine")
     deployments = models.JSONField(null=True, blank=True)
+    queue = models.JSONField(null=True, blank=True)
     applies = models.PositiveIntegerField(default=0)
     faults = models.JSONField(default=dict, blank=True)
     updated_at = models.DateTimeField(auto_now=True)

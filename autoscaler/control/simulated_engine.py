@@ -90,6 +90,13 @@ class DbEngineStore:
     def faults(self) -> dict[str, Any]:
         return dict(self._row().faults or {})
 
+    def load_queue(self) -> dict[str, Any] | None:
+        return self._row().queue
+
+    def save_queue(self, state: dict[str, Any]) -> None:
+        self._row()
+        SimulatedEngine.objects.filter(application_id=self.application_id).update(queue=state)
+
 
 class FaultInjectingMonitor(SimulatedMonitor):
     """Reads the engine's fault settings at every collect: ``collectDelayS``, ``failCollect``, ``missingSlots``."""
@@ -201,6 +208,8 @@ def simulated_application(application) -> tuple[SimulatedApplication, dict[str, 
         noise=float(settings.get("noise", 0.0)),
         seed=int(settings.get("seed", 0)),
         downtime_s=float(settings.get("downtimeS", 0.0)),
+        carry_backlog=bool(settings.get("backlog", False)),
+        latency_offset_s=float(settings.get("latencyOffsetMs", 0.0)) / 1000.0,
     )
     return app, initial
 

@@ -70,7 +70,10 @@ class SimulatedSettings(SpecModel):
     of the trace rates; ``noise``: relative std of measured rates; ``seed``; ``downtimeS``: downtime of one
     reconfiguration (s); ``serviceTimeMs``: the simulated engine's mean service time per tuple on a speedup-1 node
     (ms) for scaled operators that declare no ``serviceTimeMs`` of their own (a property of the simulated system,
-    never read by the control loop, which learns service times from the metrics).
+    never read by the control loop, which learns service times from the metrics); ``backlog``: carry every
+    operator's backlog across periods, a reconfiguration stopping the job for ``downtimeS`` (fluid queues, see
+    ``connectors.simulated``); ``latencyOffsetMs``: time every source-to-sink path adds outside the operators'
+    queues (ms).
     """
 
     trace: str = "taxi_last_month"
@@ -79,6 +82,8 @@ class SimulatedSettings(SpecModel):
     seed: int = 0
     downtime_s: float = Field(default=0.0, ge=0, alias="downtimeS")
     service_time_ms: float = Field(default=SIMULATED_SERVICE_MS, gt=0, le=60_000.0, alias="serviceTimeMs")
+    backlog: bool = False
+    latency_offset_ms: float = Field(default=0.0, ge=0, le=3_600_000.0, alias="latencyOffsetMs")
 
     @field_validator("trace")
     @classmethod

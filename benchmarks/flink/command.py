@@ -34,6 +34,7 @@ from benchmarks.flink.runner import (
     measured_capacity,
     run_benchmark,
 )
+from benchmarks.live import fmt, round_or_none
 from policies.paths import taxi_trace
 
 DEFAULT_JSON = Path(settings.BASE_DIR) / "docs" / "results" / "bench_flink.json"
@@ -101,8 +102,10 @@ class Command(BaseCommand):
             "--predict-from",
             default="",
             metavar="SERIES_JSON",
-            help="start nothing: predict the runs of a --series-json file (benchmarks.flink.prediction), print "
-            "each beside its measured outcome and, with --json PATH, fill the predicted_* keys of PATH's rows",
+            help="start no engine: predict the runs of a --series-json file (benchmarks.flink.prediction: the "
+            "recorded parallelism replayed; benchmarks.flink.closed_loop: the run's policy through the product on "
+            "the fitted engine, under --eta-v, --eta-r, --period-s and T_AM = 10 periods), print each beside its "
+            "measured outcome and, with --json PATH, fill the predicted_* and closed_loop_* keys of PATH's rows",
         )
 
     def handle(self, *args, **opts):
@@ -112,7 +115,9 @@ class Command(BaseCommand):
         from policies import registry
 
         if opts["predict_from"]:
-            self._predict_from(Path(opts["predict_from"]), opts["json"], opts["r_max_s"])
+            cfg = BenchConfig(trace="", r_max_s=opts["r_max_s"], period_s=opts["period_s"])
+            logging.getLogger("celery.app.trace").setLevel(logging.WARNING)
+            self._predict_from(Path(opts["predict_from"]), opts["json"], cfg, opts["eta_v"], opts["eta_r"])
             return
         runs = [r.strip() for r in opts["runs"].split(",") if r.strip()]
         policies = [p.strip() for p in opts["policies"].split(",") if p.strip()]
@@ -229,10 +234,10 @@ class Command(BaseCommand):
             )
             write_section("flink", body, cmd)
 
-    def _predict_from(self, series_path: Path, json_path: str | None, r_max_s: float) -> None:
-        """``--predict-from``: the prediction of every run of a series file, beside its measured violations."""
-        from benchmarks.flink.prediction import flink_prediction
-
+    def _predict_from(
+        self, series_path: Path, json_path: str | None, cfg: BenchConfig, eta_v: float, eta_r: float
+    ) -> None:
+        """``--predict-from``: the predictions of every run of a series file, beside its measured outcome."""
         try:
             runs = json.loads(series_path.read_text())
         except (OSError, ValueError) as exc:
@@ -245,20 +250,24 @@ class Command(BaseCommand):
                 raise CommandError(f"--json: {json_path}: {exc}") from None
         by_key = {(row["strategy"], row["run"]): row for row in rows}
         self.stdout.write(
-            "| strategy | run | violations % measured (predicted) | slot-s measured (predicted) |\n|---|---|---|---|"
+            "| strategy | run | violations % measured (replayed; closed loop) | "
+            "slot-s measured (replayed; closed loop) |\n|---|---|---|---|"
         )
         for run in runs:
-            predicted = flink_prediction(run["series"], r_max_s)
+            r = RunResult(run["strategy"], series=run["series"])
+            r.predict(cfg, eta_v, eta_r)
             row = by_key.get((run["strategy"], run["run"]))
             if row is not None:
-                row["predicted_violations_pct"] = None if predicted is None else round(predicted[0], 2)
-                row["predicted_core_s"] = None if predicted is None else round(predicted[2], 1)
+                row["predicted_violations_pct"] = round_or_none(r.predicted_violations_pct, 2)
+                row["predicted_core_s"] = round_or_none(r.predicted_slot_s, 1)
+                row["closed_loop_violations_pct"] = round_or_none(r.closed_loop_violations_pct, 2)
+                row["closed_loop_core_s"] = round_or_none(r.closed_loop_slot_s, 1)
             measured = row or {}
-            pv = "no fit" if predicted is None else f"{predicted[0]:.1f}"
-            ps = "no fit" if predicted is None else f"{predicted[2]:.0f}"
             self.stdout.write(
-                f"| {run['strategy']} | {run['run']} | {measured.get('violations_pct', '-')} ({pv}) | "
-                f"{measured.get('core_s', '-')} ({ps}) |"
+                f"| {run['strategy']} | {run['run']} | {measured.get('violations_pct', '-')} "
+                f"({fmt(r.predicted_violations_pct, 1)}; {fmt(r.closed_loop_violations_pct, 1)}) | "
+                f"{measured.get('core_s', '-')} ({fmt(r.predicted_slot_s, 0)}; "
+                f"{fmt(r.closed_loop_slot_s, 0)}) |"
             )
         if json_path:
             Path(json_path).write_text(json.dumps(rows, indent=1) + "\n")

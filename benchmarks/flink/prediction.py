@@ -151,6 +151,26 @@ def replay(
     return out
 
 
+def latency_offset(
+    series: list[dict[str, Any]],
+    models: dict[str, QueueModel],
+    rates: list[float],
+    words: float,
+    modelled: list[float | None] | None = None,
+) -> float:
+    """The latency (s) the run measured beyond the modelled queues: the median of measured minus modelled over the
+    complete periods that follow no restart (source, sink and network time); 0 when there is none.
+    ``modelled``: :func:`replay`'s output when already computed."""
+    modelled = replay(series, models, rates, words) if modelled is None else modelled
+    restarted = _restarted(series)
+    gaps = [
+        float(row["e2e_s"]) - m
+        for row, m, r in zip(series, modelled, restarted, strict=True)
+        if row.get("e2e_s") is not None and m is not None and not r
+    ]
+    return statistics.median(gaps) if gaps else 0.0
+
+
 def flink_prediction(series: list[dict[str, Any]], r_max_s: float) -> tuple[float, float, float] | None:
     """(violations % of the complete periods, mean latency s, slot-seconds) predicted for the run's recorded
     parallelism series (module doc); None when the run cannot be fitted."""
@@ -162,13 +182,7 @@ def flink_prediction(series: list[dict[str, Any]], r_max_s: float) -> tuple[floa
         return None
     rates, words = arrived
     modelled = replay(series, models, rates, words)
-    restarted = _restarted(series)
-    gaps = [
-        float(row["e2e_s"]) - m
-        for row, m, r in zip(series, modelled, restarted, strict=True)
-        if row.get("e2e_s") is not None and m is not None and not r
-    ]
-    offset = statistics.median(gaps) if gaps else 0.0
+    offset = latency_offset(series, models, rates, words, modelled)
     complete = [(row, m) for row, m in zip(series, modelled, strict=True) if row.get("e2e_s") is not None]
     predicted = [m + offset for _, m in complete if m is not None]
     violations = sum(1 for _, m in complete if m is not None and m + offset > r_max_s)

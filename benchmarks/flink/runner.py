@@ -129,14 +129,32 @@ class RunResult:
     predicted_violations_pct: float | None = None
     predicted_latency_s: float | None = None
     predicted_slot_s: float | None = None
+    #: what the run's policy itself does, cold, through the product on the engine fitted from the run
+    #: (``closed_loop.closed_loop_prediction``): violations % of complete periods, slot-seconds
+    closed_loop_violations_pct: float | None = None
+    closed_loop_slot_s: float | None = None
 
-    def predict(self, r_max_s: float) -> None:
-        """Fill the ``predicted_*`` fields from the run's series (left None when it cannot be fitted)."""
+    def predict(self, cfg: BenchConfig, eta_v: float = 0.05, eta_r: float = 0.2,
+                am_period_s: float | None = None) -> None:  # fmt: skip
+        """Fill the ``predicted_*`` fields from the run's series, and the ``closed_loop_*`` ones where the run's
+        strategy is an OM policy (:func:`closed_loop_policy`); each left None when it cannot be fitted.
+        ``eta_v`` / ``eta_r`` / ``am_period_s``: the SLO budgets and T_AM (s; default 10 control periods) of the
+        product runs, which the closed loop runs under."""
+        from .closed_loop import closed_loop_prediction
         from .prediction import flink_prediction
 
-        predicted = flink_prediction(self.series, r_max_s)
+        predicted = flink_prediction(self.series, cfg.r_max_s)
         if predicted is not None:
             self.predicted_violations_pct, self.predicted_latency_s, self.predicted_slot_s = predicted
+        choice = closed_loop_policy(self.name)
+        if choice is None:
+            return
+        loop = closed_loop_prediction(
+            self.series, choice, cfg.r_max_s, eta_v, eta_r, cfg.period_s,
+            10 * cfg.period_s if am_period_s is None else am_period_s, cfg.k_max, cfg.slots, PRICE_PER_SLOT_H,
+        )  # fmt: skip
+        if loop is not None:
+            self.closed_loop_violations_pct, self.closed_loop_slot_s = loop.violations_pct, loop.slot_s
 
     @property
     def violation_pct(self) -> float:
@@ -170,6 +188,23 @@ class RunResult:
             "lost_or_duplicated": self.lost_or_duplicated,
             "error": self.error or "-",
         }
+
+
+def closed_loop_policy(strategy: str) -> dict[str, Any] | None:
+    """The manifest's ``spec.policies.om`` of an OM policy a run's strategy names (``product:<policy>`` or a
+    harness run of a registered policy), for the closed-loop prediction; None for a static, pre-trained or
+    unknown strategy (a static run's replay is already its own prediction; a pre-trained one's history is not
+    replayed)."""
+    from policies.registry import om_choice, resolve_om
+
+    name = strategy.removeprefix("product:")
+    if name.startswith("static") or name.endswith(PRETRAINED):
+        return None
+    try:
+        resolve_om(name)
+    except ValueError:
+        return None
+    return om_choice(name)
 
 
 def _policy(name: str, cfg: BenchConfig, service_s: float | None):
@@ -367,6 +402,7 @@ def run_benchmark(root: str | Path, cfg: BenchConfig, runs: list[str], log=print
         cluster.start_taskmanager("bench-tm", profile)
         sched = cfg.schedule()
         rates = [r * cfg.rate_scale for r in sched.rates]
+        budgets = {k: v for k, v in product.items() if k in ("eta_v", "eta_r", "am_period_s")}
         peak, mean = cfg.static_parallelism(max(rates)), cfg.static_parallelism(sum(rates) / len(rates))
         for rep in range(1, repeat + 1):
             fitted: dict[str, float] = {}
@@ -383,7 +419,7 @@ def run_benchmark(root: str | Path, cfg: BenchConfig, runs: list[str], log=print
                                 log=log, history=earlier)  # fmt: skip
                 else:
                     r = run_one(cluster, cfg, name, mean, name, service_s=fitted, log=log)
-                r.predict(cfg.r_max_s)
+                r.predict(cfg, **budgets)
                 results.append((rep, r))
                 log(run_line(r, cfg))
             for policy in policies or []:
@@ -391,7 +427,7 @@ def run_benchmark(root: str | Path, cfg: BenchConfig, runs: list[str], log=print
 
                 log(f"run {rep}/{repeat} {PREFIX}{policy}")
                 r = run_product(cluster, cfg, policy, log=log, **product)
-                r.predict(cfg.r_max_s)
+                r.predict(cfg, **budgets)
                 results.append((rep, r))
                 log(run_line(r, cfg))
     finally:
@@ -411,6 +447,12 @@ def run_line(r: RunResult, cfg: BenchConfig) -> str:
             "no fit"
             if r.predicted_violations_pct is None
             else f"violations {r.predicted_violations_pct:.0f} %, mean latency {r.predicted_latency_s:.2f} s"
+        )
+        + "; closed loop (the policy on that engine, through the product): "
+        + (
+            "-"
+            if r.closed_loop_slot_s is None
+            else f"violations {r.closed_loop_violations_pct:.0f} %, {r.closed_loop_slot_s:.0f} slot-s"
         )
     )
 
@@ -440,6 +482,8 @@ def json_rows(runs: list[tuple[int, RunResult]], cfg: BenchConfig) -> list[dict[
             r.duplicated,
             r.predicted_violations_pct,
             r.predicted_slot_s,
+            r.closed_loop_violations_pct,
+            r.closed_loop_slot_s,
         )  # fmt: skip
         for rep, r in runs
     ]

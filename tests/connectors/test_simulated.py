@@ -123,3 +123,61 @@ class TestSimulatedConnectorContract(ConnectorContract):
             unsatisfiable=unsatisfiable,
             without_data=lambda: conn.monitor.collect(Period(outage, 0.0, 60.0)),
         )
+
+
+# ---- carry_backlog: fluid queues across periods ---------------------------------------------------------------
+def test_a_backlog_engine_carries_an_overload_into_the_next_periods_and_drains_it_after_a_scale_out(tmp_path):
+    """split serves 250 tuples/s on one small replica; 300 tuples/s for a 60-s period leave 3,000 records queued,
+    which the next period still shows (a stationary engine forgets them), and two replicas drain them."""
+    store = JsonFileStore(tmp_path / "engine.json")
+    conn = SimulatedConnector(_app(trace=[300.0], carry_backlog=True), INITIAL, store)
+    first = conn.monitor.collect(Period(1, 0.0, 60.0)).operators["split"]
+    assert first.backlog == pytest.approx(3000.0)
+    assert first.processing_rate == pytest.approx(250.0)
+    assert math.isfinite(first.response_time_s) and first.response_time_s > 1500.0 / 250.0
+    # the same slot observed again (a retried tick) does not queue twice
+    again = conn.monitor.collect(Period(1, 0.0, 60.0)).operators["split"]
+    assert again.backlog == pytest.approx(3000.0)
+    # a new engine object on the same store (a worker restart) sees the queue
+    conn = SimulatedConnector(_app(trace=[300.0], carry_backlog=True), INITIAL, store)
+    second = conn.monitor.collect(Period(2, 60.0, 120.0)).operators["split"]
+    assert second.backlog == pytest.approx(6000.0)
+    conn.realizer.apply(ScalingPlan({"split": {"small": 2}}, 2))
+    third = conn.monitor.collect(Period(3, 120.0, 180.0)).operators["split"]
+    assert third.processing_rate == pytest.approx(
+        400.0
+    )  # 500/s of capacity, 400/s of queue + inflow to serve
+    assert third.backlog == pytest.approx(0.0)
+    # downstream receives what split served, not what arrived
+    assert conn.monitor.collect(Period(4, 180.0, 240.0)).operators["count"].input_rate == pytest.approx(
+        1500.0
+    )
+
+
+def test_a_reconfiguration_downtime_stops_the_next_period_and_the_job_catches_up_after_it():
+    app = _app(trace=[100.0], carry_backlog=True, downtime_s=90.0, latency_offset_s=0.5)
+    conn = SimulatedConnector(app, INITIAL)
+    steady = conn.monitor.collect(Period(1, 0.0, 60.0))
+    assert steady.complete and steady.operators["split"].backlog == pytest.approx(0.0)
+    assert steady.end_to_end_response_time_s == pytest.approx(
+        0.5 + sum(m.response_time_s for m in steady.operators.values())
+    )
+    assert conn.realizer.apply(ScalingPlan({"split": {"small": 2}}, 1)).downtime_s == 90.0
+    down = conn.monitor.collect(Period(2, 60.0, 120.0))
+    assert not down.complete and down.cause == "job_not_running"
+    assert down.operators == {}
+    partly = conn.monitor.collect(Period(3, 120.0, 180.0)).operators["split"]
+    # 30 s of downtime left: the 6,000 records of the stopped period and 6,000 new ones, served within the last
+    # 30 s at up to 500/s: the catch-up runs at twice the arrival rate
+    assert partly.processing_rate == pytest.approx(12000.0 / 60.0)
+    assert partly.utilisation == pytest.approx(12000.0 / 15000.0)
+    assert partly.backlog == pytest.approx(0.0)
+    after = conn.monitor.collect(Period(4, 180.0, 240.0)).operators["split"]
+    assert after.processing_rate == pytest.approx(100.0)
+
+
+def test_a_stationary_engine_is_unchanged_by_the_backlog_option_being_off():
+    """Without ``carry_backlog`` an overload is forgotten in the next period (the stationary engine)."""
+    conn = SimulatedConnector(_app(trace=[300.0]), INITIAL)
+    assert math.isinf(conn.monitor.collect(Period(1, 0.0, 60.0)).operators["split"].response_time_s)
+    assert conn.monitor.collect(Period(2, 60.0, 120.0)).operators["split"].backlog == pytest.approx(3000.0)

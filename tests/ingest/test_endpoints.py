@@ -42,7 +42,7 @@ def test_a_batch_is_stored_with_the_numbers_the_monitor_needs(spark_app, alice):
     recent = dt.datetime.now(dt.UTC).replace(microsecond=1000)  # newer than the raw-JSON retention
     body = {
         "progress": [progress(1, recent.isoformat()), progress(2, recent.isoformat())],
-        "latency": [{"timestamp": 1795681927.0, "mean_s": 0.5, "p95_s": 0.9, "n": 10}],
+        "latency": [{"timestamp": recent.timestamp(), "mean_s": 0.5, "p95_s": 0.9, "n": 10}],
         "dropped": 3,
         "driver": {
             "uiUrl": "http://127.0.0.1:4041",

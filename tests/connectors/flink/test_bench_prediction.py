@@ -98,6 +98,7 @@ def test_a_period_that_ran_two_parallelisms_is_predicted_between_them():
     assert two < mixed < one, (one, mixed, two)
 
 
+@pytest.mark.django_db
 def test_the_record_carries_the_prediction(tmp_path):
     trace = tmp_path / "t.txt"
     trace.write_text("10\n10\n40\n40\n")
@@ -106,13 +107,19 @@ def test_the_record_carries_the_prediction(tmp_path):
     )
     run = RunResult("ds2", periods=10, slot_s=300.0, lost=0, duplicated=0,
                     series=[_period(i, 30.0, (1, 2)) for i in range(10)])  # fmt: skip
-    run.predict(cfg.r_max_s)
+    run.predict(cfg)
     (row,) = json_rows([(1, run)], cfg)
     assert row["predicted_violations_pct"] == 0.0 and row["predicted_core_s"] == pytest.approx(300.0)
+    # ds2 itself, cold, through the product on the fitted engine: from 1 + 1 slots to what 30 sentences/s need
+    # (counter: 120 words/s at 100 per subtask), within the replay's 10 periods
+    assert row["closed_loop_violations_pct"] is not None
+    assert 10 * 10.0 * 2 < row["closed_loop_core_s"] <= 10 * 10.0 * 12
     (none,) = json_rows([(1, RunResult("ds2", periods=1, slot_s=10.0, lost=0, duplicated=0))], cfg)
     assert none["predicted_violations_pct"] is None and none["predicted_core_s"] is None
+    assert none["closed_loop_violations_pct"] is None and none["closed_loop_core_s"] is None
 
 
+@pytest.mark.django_db
 def test_predict_from_a_series_file_fills_the_rows_of_a_json_file(tmp_path):
     import io
     import json
@@ -131,7 +138,11 @@ def test_predict_from_a_series_file_fills_the_rows_of_a_json_file(tmp_path):
     call_command("bench_flink", "--predict-from", str(series), "--json", str(rows), stdout=out)
     (row,) = json.loads(rows.read_text())
     assert row["predicted_violations_pct"] == 0.0 and row["predicted_core_s"] == pytest.approx(300.0)
-    assert "| ds2 | 2 | 0.0 (0.0) | 300.0 (300) |" in out.getvalue()
+    loop = row["closed_loop_core_s"]
+    assert loop is not None and row["closed_loop_violations_pct"] is not None
+    assert f"| ds2 | 2 | 0.0 (0.0; {row['closed_loop_violations_pct']:.1f}) | 300.0 (300; {loop:.0f}) |" in (
+        out.getvalue()
+    )
     with pytest.raises(CommandError, match="--predict-from: .*missing.json"):
         call_command("bench_flink", "--predict-from", str(tmp_path / "missing.json"))
 

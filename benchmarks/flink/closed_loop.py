@@ -1,0 +1,240 @@
+"""What a policy would do on the engine fitted from a bench_flink run: the closed-loop prediction (sim-to-real).
+
+``prediction.flink_prediction`` replays the run's *recorded* parallelism on a fitted model: it tests the model,
+but the slot-seconds it reports are the run's own by construction. Here the policy decides: the product's
+control path (``benchmarks.loop.runner.run_scenario``: manifest -> ``control.tick`` -> OM / AM -> connector, the
+AM's tuning and the region's step, as ``bench_loop`` drives them) runs the run's policy, cold, on the product's
+simulated engine (``engine: simulated`` with ``backlog: true``: fluid queues carried across periods, a rescale
+stopping the job for its downtime, ``connectors.simulated``) fitted from the run:
+
+- per controlled operator the mean service time (s per record) of its fitted M/G/1 subtask
+  (``prediction.fitted_models``: the busy time per record the Flink monitor measured);
+- the arrival rate of every period (sentences/s, ``prediction.arrivals``: the splitter's measured input in the
+  periods that measured the arrivals, interpolated over restarts) as the trace, one rate per period, and the words
+  per sentence measured as the splitter's selectivity;
+- the downtime of one rescale: the median the run measured (s; none when it never rescaled);
+- the latency outside the operators' queues (``prediction.latency_offset``: source, sink and network time).
+
+Everything else is the run's manifest: the SLO, the OM policy, T_OM, T_AM, K_max, the TaskManager's node type in
+a region of one node. The prediction is what the product's own ledger records for the simulated run, counted as
+the live run counts: violations in % of the periods with a complete end-to-end latency, slot-seconds of splitter
+and counter (the parallelism each period ran, times T_OM).
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmarks.flink.prediction import CONTROLLED, arrivals, fitted_models, latency_offset
+
+OWNER = "bench-loop"  # benchmarks.loop.runner's owner: its cleanup removes the replay's application
+SCENARIO = "flink-replay"
+APPLICATION = "flink-replay-wordcount"
+CATALOG = "bench-loop-flink-replay"
+OPERATORS = ("sentences", "splitter", "counter", "top")
+
+
+@dataclass(frozen=True)
+class EngineFit:
+    """The engine fitted from one run: ``service_s`` per controlled operator (s per record on one slot),
+    ``rates`` (sentences/s, one per period), ``words`` (counter records per sentence), ``downtime_s`` (s per
+    rescale), ``latency_offset_s`` (s per path)."""
+
+    service_s: dict[str, float]
+    rates: list[float]
+    words: float
+    downtime_s: float
+    latency_offset_s: float
+
+
+@dataclass(frozen=True)
+class ClosedLoopPrediction:
+    """What the product's ledger recorded for the simulated run: ``violations_pct`` (% of complete periods),
+    ``slot_s`` (slot-seconds of the controlled operators), ``reconfigurations``, ``periods`` (complete ones in
+    ``complete``)."""
+
+    violations_pct: float
+    slot_s: float
+    reconfigurations: int
+    periods: int
+    complete: int
+
+
+def fit_engine(series: list[dict[str, Any]]) -> EngineFit | None:
+    """The engine of a run's series (module doc); None when the run cannot be fitted."""
+    models = fitted_models(series)
+    arrived = arrivals(series)
+    if models is None or arrived is None:
+        return None
+    rates, words = arrived
+    downtimes = [float(r["downtime_s"]) for r in series if r.get("downtime_s")]
+    return EngineFit(
+        service_s={op: models[op].service_mean_s for op in CONTROLLED},
+        rates=rates,
+        words=words,
+        downtime_s=statistics.median(downtimes) if downtimes else 0.0,
+        latency_offset_s=max(0.0, latency_offset(series, models, rates, words)),
+    )
+
+
+def documents(
+    fit: EngineFit,
+    trace_path: str,
+    om_policy: dict[str, Any],
+    r_max_s: float,
+    eta_v: float,
+    eta_r: float,
+    period_s: float,
+    am_period_s: float,
+    k_max: int,
+    slots: int,
+    price_per_slot_h: float,
+) -> list[dict[str, Any]]:
+    """The replay's manifests: the bench's application on the fitted simulated engine (module doc)."""
+    from benchmarks.loop.scenarios import deployment_documents, region_name
+
+    node_type = f"tm.{slots}slot"
+    region = region_name(SCENARIO)
+    ops: list[dict[str, Any]] = [{"name": OPERATORS[0], "kind": "source"}]
+    ops += [
+        {
+            "name": "splitter",
+            "maxParallelism": k_max,
+            "selectivity": round(fit.words, 6),
+            "serviceTimeMs": fit.service_s["splitter"] * 1000.0,
+        },
+        {"name": "counter", "maxParallelism": k_max, "serviceTimeMs": fit.service_s["counter"] * 1000.0},
+        {"name": OPERATORS[-1], "kind": "sink"},
+    ]
+    app = {
+        "apiVersion": "autoscaler/v1",
+        "kind": "Application",
+        "metadata": {"name": APPLICATION},
+        "spec": {
+            "engine": "simulated",
+            "connector": {
+                "trace": trace_path,
+                "downtimeS": fit.downtime_s,
+                "backlog": True,
+                "latencyOffsetMs": fit.latency_offset_s * 1000.0,
+            },
+            "slo": {"rMaxMs": r_max_s * 1000.0, "etaV": eta_v, "etaR": eta_r},
+            "operators": ops,
+            "streams": [[a, b] for a, b in zip(OPERATORS, OPERATORS[1:], strict=False)],
+            "policies": {"om": om_policy},
+            "periods": {"omS": period_s, "amS": am_period_s},
+            "regions": [region],
+            "state": "running",
+        },
+    }
+    catalog = {
+        "apiVersion": "autoscaler/v1",
+        "kind": "NodeTypeCatalog",
+        "metadata": {"name": CATALOG},
+        "spec": {
+            "description": "bench_flink's closed-loop prediction: the bench's TaskManager",
+            "nodeTypes": [
+                {
+                    "name": node_type,
+                    "cores": slots,
+                    "memoryMiB": 2048,
+                    "speedup": 1.0,
+                    "pricePerHour": price_per_slot_h * slots,
+                }
+            ],
+        },
+    }
+    region_doc = {
+        "apiVersion": "autoscaler/v1",
+        "kind": "Region",
+        "metadata": {"name": region},
+        "spec": {"catalog": CATALOG, "maxNodes": 1, "maxNewNodesPerPeriod": 1, "provisioningDelayS": 0},
+    }
+    return [catalog, region_doc, app, *deployment_documents(app, region, node_type)]
+
+
+def closed_loop_prediction(
+    series: list[dict[str, Any]],
+    om_policy: dict[str, Any],
+    r_max_s: float,
+    eta_v: float,
+    eta_r: float,
+    period_s: float,
+    am_period_s: float,
+    k_max: int,
+    slots: int,
+    price_per_slot_h: float,
+) -> ClosedLoopPrediction | None:
+    """Run ``om_policy`` (a manifest's ``spec.policies.om``) cold through the product on the engine fitted from
+    ``series`` for as many periods as the run measured (module doc); None when the run cannot be fitted. Uses the
+    database (what the replay registers is removed again)."""
+    from autoscaler.control.models import Tick
+    from autoscaler.models import NodeTypeCatalog
+    from benchmarks.loop.runner import cleanup, run_scenario
+    from benchmarks.loop.scenarios import Scenario, write_trace
+
+    fit = fit_engine(series)
+    if fit is None or not series:
+        return None
+    periods = len(series)
+    with tempfile.TemporaryDirectory(prefix="flink-replay-") as tmp:
+        trace = write_trace(Path(tmp), "arrivals", fit.rates)
+        docs = documents(
+            fit,
+            trace,
+            om_policy,
+            r_max_s,
+            eta_v,
+            eta_r,
+            period_s,
+            am_period_s,
+            k_max,
+            slots,
+            price_per_slot_h,
+        )
+        scenario = Scenario(SCENARIO, "a bench_flink run's fitted engine", lambda _dir, _n: docs)
+        try:
+            run = run_scenario(scenario, periods, Path(tmp))
+            rec = run.apps[0]
+            ticks = {
+                t.slot: t
+                for t in Tick.objects.filter(application_id=rec.app_id).only("slot", "metrics", "result")
+            }
+            return _count(ticks, rec.first_slot, periods, period_s, r_max_s)
+        finally:
+            cleanup([SCENARIO])
+            NodeTypeCatalog.objects.filter(name=CATALOG).delete()
+
+
+def _count(ticks: dict[int, Any], first_slot: int, periods: int, period_s: float, r_max_s: float):  # noqa: ANN202
+    """Count the simulated run from its ledger as the live run is counted (module doc)."""
+    running = dict.fromkeys(CONTROLLED, 1)
+    slot_s = 0.0
+    complete = violations = reconfigurations = 0
+    for slot in range(first_slot, first_slot + periods):
+        tick = ticks.get(slot)
+        metrics = (tick.metrics if tick is not None else None) or {}
+        ops = metrics.get("operators") or {}
+        for op in CONTROLLED:  # the deployment the observed period ran (the last applied one when down)
+            dep = (ops.get(op) or {}).get("deployment")
+            if dep:
+                running[op] = sum(int(n) for n in dep.values())
+        slot_s += sum(running.values()) * period_s
+        paths = [v for v in (metrics.get("path_response_time_s") or {}).values() if v is not None]
+        if paths and metrics.get("complete"):
+            complete += 1
+            violations += int(max(paths) > r_max_s)
+        result = (tick.result if tick is not None else None) or None
+        if result is not None:
+            reconfigurations += 1
+            if result.get("ok"):
+                for op in CONTROLLED:
+                    dep = (result.get("deployments") or {}).get(op)
+                    if dep:
+                        running[op] = sum(int(n) for n in dep.values())
+    pct = 100.0 * violations / complete if complete else float("nan")
+    return ClosedLoopPrediction(pct, slot_s, reconfigurations, periods, complete)

@@ -1,0 +1,71 @@
+"""``bench_flink``'s closed-loop prediction (``benchmarks.flink.closed_loop``): the run's policy, cold, through the
+product (manifest -> tick -> OM / AM -> the simulated engine with carried backlog) on the engine fitted from a
+run's series. It reads the run's rates, service times and downtime, never its recorded parallelism."""
+
+from __future__ import annotations
+
+import pytest
+
+from autoscaler.models import Application, NodeTypeCatalog
+from benchmarks.flink.closed_loop import CATALOG, closed_loop_prediction, fit_engine
+from benchmarks.flink.runner import PRICE_PER_SLOT_H, closed_loop_policy
+
+pytestmark = pytest.mark.django_db
+
+SERVICE_S = 0.01  # s per record on one subtask: 100 records/s
+WORDS = 4.0
+
+
+def _period(i: int, rate: float, k: tuple[float, float], downtime: float | None = None) -> dict:
+    """A 10-s period as ``product._measure`` records it: ``rate`` sentences/s, WORDS x that at the counter."""
+    return {
+        "start": 10.0 * i,
+        "end": 10.0 * (i + 1),
+        "parallelism_during": {"splitter": k[0], "counter": k[1]},
+        "e2e_s": 0.4,
+        "input_rate": {"splitter": rate, "counter": rate * WORDS},
+        "service_time_s": {"splitter": SERVICE_S, "counter": SERVICE_S * (1.02 if i % 2 else 0.98)},
+        "downtime_s": downtime,
+    }
+
+
+def _predict(series: list[dict], policy: str = "ds2"):
+    return closed_loop_prediction(
+        series, closed_loop_policy(policy), 2.0, 0.05, 0.2, 10.0, 100.0, 6, 8, PRICE_PER_SLOT_H
+    )
+
+
+def test_the_fit_reads_rates_service_times_downtime_and_the_latency_outside_the_queues():
+    series = [_period(i, 20.0, (1, 2)) for i in range(6)] + [_period(6, 20.0, (1, 2), downtime=8.0)]
+    series += [_period(i, 20.0, (1, 3)) for i in range(7, 12)]
+    fit = fit_engine(series)
+    assert fit.service_s["splitter"] == pytest.approx(SERVICE_S)
+    assert fit.words == pytest.approx(WORDS)
+    assert fit.rates == pytest.approx([20.0] * 12)
+    assert fit.downtime_s == 8.0
+    assert 0.0 < fit.latency_offset_s < 0.4  # 0.4 s measured, less the modelled queues
+    assert fit_engine([_period(0, 20.0, (1, 1))]) is None  # one period: nothing to fit
+
+
+def test_the_policy_decides_the_deployment_not_the_recording():
+    """A step from 10 to 40 sentences/s: the counter's 160 words/s need 2 subtasks at least. The prediction is
+    the same whatever parallelism the run recorded, and costs more than the flat run's."""
+    step = [_period(i, 10.0, (1, 1)) for i in range(6)] + [_period(i, 40.0, (1, 2)) for i in range(6, 16)]
+    flat = [_period(i, 10.0, (1, 1)) for i in range(16)]
+    predicted = _predict(step)
+    assert predicted.periods == 16 and predicted.complete >= 14
+    recorded_otherwise = [{**row, "parallelism_during": {"splitter": 6.0, "counter": 6.0}} for row in step]
+    assert _predict(recorded_otherwise) == predicted
+    # after the step the counter runs 2 subtasks or more: above 1 + 1 slots in every period after the reaction
+    assert predicted.slot_s > _predict(flat).slot_s + 10 * 10.0
+    assert predicted.reconfigurations >= 1
+    # what the replay registered is gone again
+    assert not Application.objects.filter(name__startswith="flink-replay").exists()
+    assert not NodeTypeCatalog.objects.filter(name=CATALOG).exists()
+
+
+def test_a_strategy_that_is_no_om_policy_has_no_closed_loop():
+    assert closed_loop_policy("static-peak") is None
+    assert closed_loop_policy("model-based-pretrained") is None
+    assert closed_loop_policy("product:no-such-policy") is None
+    assert closed_loop_policy("product:model-based-trend")["name"]
