@@ -64,6 +64,23 @@ class ClosedLoopPrediction:
     complete: int
 
 
+@dataclass(frozen=True)
+class ReplaySettings:
+    """What the replay's manifest takes from the run's own: ``om_policy`` (``spec.policies.om``), ``r_max_s``
+    (s), ``eta_v`` / ``eta_r`` (fractions), ``period_s`` (T_OM, s), ``am_period_s`` (T_AM, s), ``k_max``
+    (subtasks per operator), ``slots`` (task slots of the one TaskManager), ``price_per_slot_h`` ($/h)."""
+
+    om_policy: dict[str, Any]
+    r_max_s: float
+    eta_v: float
+    eta_r: float
+    period_s: float
+    am_period_s: float
+    k_max: int
+    slots: int
+    price_per_slot_h: float
+
+
 def fit_engine(series: list[dict[str, Any]]) -> EngineFit | None:
     """The engine of a run's series (module doc); None when the run cannot be fitted."""
     models = fitted_models(series)
@@ -81,33 +98,21 @@ def fit_engine(series: list[dict[str, Any]]) -> EngineFit | None:
     )
 
 
-def documents(
-    fit: EngineFit,
-    trace_path: str,
-    om_policy: dict[str, Any],
-    r_max_s: float,
-    eta_v: float,
-    eta_r: float,
-    period_s: float,
-    am_period_s: float,
-    k_max: int,
-    slots: int,
-    price_per_slot_h: float,
-) -> list[dict[str, Any]]:
+def documents(fit: EngineFit, trace_path: str, run: ReplaySettings) -> list[dict[str, Any]]:
     """The replay's manifests: the bench's application on the fitted simulated engine (module doc)."""
     from benchmarks.loop.scenarios import deployment_documents, region_name
 
-    node_type = f"tm.{slots}slot"
+    node_type = f"tm.{run.slots}slot"
     region = region_name(SCENARIO)
     ops: list[dict[str, Any]] = [{"name": OPERATORS[0], "kind": "source"}]
     ops += [
         {
             "name": "splitter",
-            "maxParallelism": k_max,
+            "maxParallelism": run.k_max,
             "selectivity": round(fit.words, 6),
             "serviceTimeMs": fit.service_s["splitter"] * 1000.0,
         },
-        {"name": "counter", "maxParallelism": k_max, "serviceTimeMs": fit.service_s["counter"] * 1000.0},
+        {"name": "counter", "maxParallelism": run.k_max, "serviceTimeMs": fit.service_s["counter"] * 1000.0},
         {"name": OPERATORS[-1], "kind": "sink"},
     ]
     app = {
@@ -122,11 +127,11 @@ def documents(
                 "backlog": True,
                 "latencyOffsetMs": fit.latency_offset_s * 1000.0,
             },
-            "slo": {"rMaxMs": r_max_s * 1000.0, "etaV": eta_v, "etaR": eta_r},
+            "slo": {"rMaxMs": run.r_max_s * 1000.0, "etaV": run.eta_v, "etaR": run.eta_r},
             "operators": ops,
             "streams": [[a, b] for a, b in zip(OPERATORS, OPERATORS[1:], strict=False)],
-            "policies": {"om": om_policy},
-            "periods": {"omS": period_s, "amS": am_period_s},
+            "policies": {"om": run.om_policy},
+            "periods": {"omS": run.period_s, "amS": run.am_period_s},
             "regions": [region],
             "state": "running",
         },
@@ -140,10 +145,10 @@ def documents(
             "nodeTypes": [
                 {
                     "name": node_type,
-                    "cores": slots,
+                    "cores": run.slots,
                     "memoryMiB": 2048,
                     "speedup": 1.0,
-                    "pricePerHour": price_per_slot_h * slots,
+                    "pricePerHour": run.price_per_slot_h * run.slots,
                 }
             ],
         },
@@ -157,20 +162,9 @@ def documents(
     return [catalog, region_doc, app, *deployment_documents(app, region, node_type)]
 
 
-def closed_loop_prediction(
-    series: list[dict[str, Any]],
-    om_policy: dict[str, Any],
-    r_max_s: float,
-    eta_v: float,
-    eta_r: float,
-    period_s: float,
-    am_period_s: float,
-    k_max: int,
-    slots: int,
-    price_per_slot_h: float,
-) -> ClosedLoopPrediction | None:
-    """Run ``om_policy`` (a manifest's ``spec.policies.om``) cold through the product on the engine fitted from
-    ``series`` for as many periods as the run measured (module doc); None when the run cannot be fitted. Uses the
+def closed_loop_prediction(series: list[dict[str, Any]], run: ReplaySettings) -> ClosedLoopPrediction | None:
+    """Run ``run.om_policy`` cold through the product on the engine fitted from ``series`` for as many periods
+    as the run measured (module doc); None when the run cannot be fitted. Uses the
     database (what the replay registers is removed again)."""
     from autoscaler.control.models import Tick
     from autoscaler.models import NodeTypeCatalog
@@ -183,28 +177,15 @@ def closed_loop_prediction(
     periods = len(series)
     with tempfile.TemporaryDirectory(prefix="flink-replay-") as tmp:
         trace = write_trace(Path(tmp), "arrivals", fit.rates)
-        docs = documents(
-            fit,
-            trace,
-            om_policy,
-            r_max_s,
-            eta_v,
-            eta_r,
-            period_s,
-            am_period_s,
-            k_max,
-            slots,
-            price_per_slot_h,
-        )
+        docs = documents(fit, trace, run)
         scenario = Scenario(SCENARIO, "a bench_flink run's fitted engine", lambda _dir, _n: docs)
         try:
-            run = run_scenario(scenario, periods, Path(tmp))
-            rec = run.apps[0]
+            rec = run_scenario(scenario, periods, Path(tmp)).apps[0]
             ticks = {
                 t.slot: t
                 for t in Tick.objects.filter(application_id=rec.app_id).only("slot", "metrics", "result")
             }
-            return _count(ticks, rec.first_slot, periods, period_s, r_max_s)
+            return _count(ticks, rec.first_slot, periods, run.period_s, run.r_max_s)
         finally:
             cleanup([SCENARIO])
             NodeTypeCatalog.objects.filter(name=CATALOG).delete()

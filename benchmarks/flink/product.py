@@ -42,6 +42,7 @@ from benchmarks.flink.runner import (
     BenchConfig,
     RunResult,
     final_counts,
+    series_row,
     submit,
 )
 from benchmarks.loop.scenarios import deployment_documents
@@ -257,10 +258,10 @@ def run_product(
                 break
             status, am_last = live.control_slot(app, region, slot, period, am_period_s, am_last)
             end = slot * period
-            row = _measure(res, app, slot, status, sampler.tick(), cfg.r_max_s)
+            parallelism = sampler.tick()
             held = sampler.slot_s_by_operator((slot - 1) * period, slot * period)
-            row.update(start=(slot - 1) * period, end=slot * period,
-                       parallelism_during={op: v / period for op, v in held.items()})  # fmt: skip
+            during = {op: v / period for op, v in held.items()}
+            row = _measure(res, app, slot, status, parallelism, during, period, cfg.r_max_s)
             log(_line(res.name, row))
             slot += 1
             if time.time() - start > cfg.duration_s + 180:
@@ -278,9 +279,18 @@ def run_product(
 
 
 def _measure(
-    res: RunResult, app, slot: int, status: str, parallelism: dict[str, int], r_max_s: float
-) -> dict:  # noqa: ANN001
-    """Add the tick of ``slot`` to ``res`` (as ``run_one`` counts a period) and return its series row."""
+    res: RunResult,
+    app,  # noqa: ANN001 - the Application
+    slot: int,
+    status: str,
+    parallelism: dict[str, int],
+    parallelism_during: dict[str, float],
+    period_s: float,
+    r_max_s: float,
+) -> dict:
+    """Add the tick of ``slot`` to ``res`` (as ``run_one`` counts a period) and return its series row
+    (``runner.series_row`` of the period it observed, ``[(slot - 1) T, slot T)``, plus the tick's status, the
+    parallelism after it and each operator's decision)."""
     from autoscaler.control.models import Decision, Tick
 
     tick = Tick.objects.filter(application=app, slot=slot).first()
@@ -314,17 +324,17 @@ def _measure(
         res.reconfigurations += 1
         res.downtimes.append(float(result.get("downtime_s") or 0.0))
         res.failed_applies += int(not result.get("ok"))
-    row = {
-        "slot": slot,
-        "tick": status,
-        "e2e_s": e2e,
-        "input_rate": rates,
-        "parallelism": dict(parallelism),
-        "service_time_s": service,
-        "applied": None if result is None else bool(result.get("ok")),
-        "downtime_s": None if result is None else float(result.get("downtime_s") or 0.0),
-        "decisions": decisions,
-    }
+    downtime = None if result is None else float(result.get("downtime_s") or 0.0)
+    row = series_row(
+        (slot - 1) * period_s, slot * period_s, parallelism_during, e2e, rates, service, downtime
+    )
+    row.update(
+        slot=slot,
+        tick=status,
+        parallelism=dict(parallelism),
+        applied=None if result is None else bool(result.get("ok")),
+        decisions=decisions,
+    )
     res.series.append(row)
     return row
 

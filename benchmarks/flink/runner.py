@@ -140,7 +140,7 @@ class RunResult:
         strategy is an OM policy (:func:`closed_loop_policy`); each left None when it cannot be fitted.
         ``eta_v`` / ``eta_r`` / ``am_period_s``: the SLO budgets and T_AM (s; default 10 control periods) of the
         product runs, which the closed loop runs under."""
-        from .closed_loop import closed_loop_prediction
+        from .closed_loop import ReplaySettings, closed_loop_prediction
         from .prediction import flink_prediction
 
         predicted = flink_prediction(self.series, cfg.r_max_s)
@@ -149,10 +149,10 @@ class RunResult:
         choice = closed_loop_policy(self.name)
         if choice is None:
             return
-        loop = closed_loop_prediction(
-            self.series, choice, cfg.r_max_s, eta_v, eta_r, cfg.period_s,
-            10 * cfg.period_s if am_period_s is None else am_period_s, cfg.k_max, cfg.slots, PRICE_PER_SLOT_H,
-        )  # fmt: skip
+        am_s = 10 * cfg.period_s if am_period_s is None else am_period_s
+        settings = ReplaySettings(choice, cfg.r_max_s, eta_v, eta_r, cfg.period_s, am_s, cfg.k_max, cfg.slots,
+                                  PRICE_PER_SLOT_H)  # fmt: skip
+        loop = closed_loop_prediction(self.series, settings)
         if loop is not None:
             self.closed_loop_violations_pct, self.closed_loop_slot_s = loop.violations_pct, loop.slot_s
 
@@ -343,20 +343,42 @@ def run_one(cluster: FlinkCluster, cfg: BenchConfig, name: str, initial: dict[st
     return result
 
 
-def _series_row(metrics, start: float, end: float, k: dict[str, int], e2e: float | None) -> dict[str, Any]:  # noqa: ANN001
-    """One period of a harness run as the product's series keeps it (``product._measure``): bounds (epoch s),
-    parallelism during the period, end-to-end latency (s), input rate (tuples/s) and service time (s per record)
-    of each controlled operator; ``downtime_s`` is set when the period's step rescaled the job."""
-    ops = metrics.operators
+def series_row(
+    start: float,
+    end: float,
+    parallelism_during: dict[str, float],
+    e2e: float | None,
+    rates: dict[str, float | None],
+    service: dict[str, float | None],
+    downtime_s: float | None = None,
+) -> dict[str, Any]:
+    """One measured period as every bench_flink run keeps it (what ``prediction`` and ``closed_loop`` read): its
+    bounds (epoch s), the mean parallelism of each controlled operator during it, the end-to-end latency (s, None
+    when incomplete), the input rate (tuples/s) and service time (s per record) of each controlled operator, and
+    the downtime (s) of a rescale applied at its end (None without one). A product run adds its own keys
+    (``product._measure``)."""
     return {
         "start": start,
         "end": end,
-        "parallelism_during": {op: float(k[op]) for op in CONTROLLED},
+        "parallelism_during": {op: float(parallelism_during[op]) for op in CONTROLLED},
         "e2e_s": e2e,
-        "input_rate": {op: ops[op].input_rate if op in ops else None for op in CONTROLLED},
-        "service_time_s": {op: ops[op].service_time_mean_s if op in ops else None for op in CONTROLLED},
-        "downtime_s": None,
+        "input_rate": {op: rates.get(op) for op in CONTROLLED},
+        "service_time_s": {op: service.get(op) for op in CONTROLLED},
+        "downtime_s": downtime_s,
     }
+
+
+def _series_row(metrics, start: float, end: float, k: dict[str, int], e2e: float | None) -> dict[str, Any]:  # noqa: ANN001
+    """One period of a harness run (:func:`series_row`) from the monitor's metrics and the parallelism it ran."""
+    ops = metrics.operators
+    return series_row(
+        start,
+        end,
+        {op: float(k[op]) for op in CONTROLLED},
+        e2e,
+        {op: ops[op].input_rate if op in ops else None for op in CONTROLLED},
+        {op: ops[op].service_time_mean_s if op in ops else None for op in CONTROLLED},
+    )
 
 
 def submit(cluster: FlinkCluster, cfg: BenchConfig, name: str) -> tuple[str, Path]:
