@@ -175,35 +175,32 @@ class SimulatedApplication:
             self._order = topological_order(names, self.streams)
         except ValueError as exc:
             raise ValueError(f"streams: {exc}") from None
+        self._preds: dict[str, list[str]] = {n: [] for n in names}
+        for src, dst in self.streams:
+            self._preds[dst].append(src)
+        self._by_name = {op.name: op for op in self.operators}
 
     def source_rate(self, slot: int) -> float:
         return float(self.trace[slot % len(self.trace)]) * self.rate_scale
 
     def input_rates(self, slot: int) -> dict[str, float]:
         """Input rate of every operator in slot ``slot`` (tuples/s)."""
-        by_name = {op.name: op for op in self.operators}
-        preds: dict[str, list[str]] = {n: [] for n in by_name}
-        for src, dst in self.streams:
-            preds[dst].append(src)
         rates: dict[str, float] = {}
         for name in self._order:
-            if not preds[name]:
+            preds = self._preds[name]
+            if not preds:
                 rates[name] = self.source_rate(slot)
             else:
-                rates[name] = sum(rates[p] * by_name[p].selectivity for p in preds[name])
+                rates[name] = sum(rates[p] * self._by_name[p].selectivity for p in preds)
         return rates
 
     def paths(self) -> list[list[str]]:
         """Every source-to-sink path (lists of operator names)."""
         return source_to_sink_paths([op.name for op in self.operators], self.streams)
 
-    @property
-    def order(self) -> list[str]:
-        """Operator names in topological order."""
-        return list(self._order)
-
-    def predecessors(self, name: str) -> list[str]:
-        return [src for src, dst in self.streams if dst == name]
+    def in_order(self) -> list[tuple[SimOperator, list[SimOperator]]]:
+        """Every operator in topological order with its predecessors (none: a source)."""
+        return [(self._by_name[n], [self._by_name[p] for p in self._preds[n]]) for n in self._order]
 
 
 @dataclass
@@ -290,24 +287,20 @@ class SimulatedMonitor(Monitor):
         length = max(period.length_s, 1e-9)
         stopped = min(down, length)
         running = 1.0 - stopped / length
-        by_name = {op.name: op for op in self.app.operators}
         served_rate: dict[str, float] = {}
         after: dict[str, float] = {}
         ops: dict[str, OperatorMetrics] = {}
-        for name in self.app.order:
-            op = by_name[name]
-            preds = self.app.predecessors(name)
+        for op, preds in self.app.in_order():
+            name = op.name
             if preds:
-                inflow = sum(served_rate[p] * by_name[p].selectivity for p in preds)
+                inflow = sum(served_rate[p.name] * p.selectivity for p in preds)
             else:
                 inflow = self.app.source_rate(period.slot)
-            dep = deployments.get(name, {})
+            dep = {t: n for t, n in deployments.get(name, {}).items() if n > 0}
             b0 = float(backlog.get(name, 0.0))
-            m = _operator_metrics(op, dep, inflow, self.app.speedups, period.length_s)
-            if not m.complete:  # no replica: everything queues
-                after[name] = b0 + inflow * length
-                served_rate[name] = 0.0
-                ops[name] = m
+            if not dep:  # no replica: everything queues
+                after[name], served_rate[name] = b0 + inflow * length, 0.0
+                ops[name] = _operator_metrics(op, dep, inflow, self.app.speedups, period.length_s)
                 continue
             k = np.array([dep[t] for t in sorted(dep)])
             speeds = np.array([self.app.speedups[t] for t in sorted(dep)], dtype=float)
@@ -318,18 +311,20 @@ class SimulatedMonitor(Monitor):
             after[name], served_rate[name] = b1, served / length
             stationary = model.response_time(k, speeds, min(inflow, MAX_FLUID_UTILISATION * capacity))
             rt = stationary + 0.5 * (b0 + b1) / capacity
-            m.processing_rate = served / length
-            m.utilisation = min(served / (capacity * length * running), 1.0) if running > 0 else None
-            m.response_time_s = rt
-            m.response_time_p95_s = rt + 2.0 * stationary
-            m.backlog = b1
-            ops[name] = m
-        new = FluidState(period.slot, after, down - stopped, backlog, down)
-        if running <= 0.0:
-            store.save_queue(new.to_dict())
-            return None
-        store.save_queue(new.to_dict())
-        return ops
+            ops[name] = OperatorMetrics(
+                operator=name,
+                deployment=dict(dep),
+                input_rate=inflow,
+                processing_rate=served / length,
+                utilisation=min(served / (capacity * length * running), 1.0) if running > 0 else None,
+                response_time_s=rt,
+                response_time_p95_s=rt + 2.0 * stationary,
+                service_time_mean_s=op.service_mean_s,
+                service_time_var_s2=model.variance,
+                backlog=b1,
+            )
+        store.save_queue(FluidState(period.slot, after, down - stopped, backlog, down).to_dict())
+        return ops if running > 0.0 else None
 
 
 def _operator_metrics(

@@ -31,7 +31,6 @@ from typing import Any
 
 from benchmarks.flink.prediction import CONTROLLED, arrivals, fitted_models, latency_offset
 
-OWNER = "bench-loop"  # benchmarks.loop.runner's owner: its cleanup removes the replay's application
 SCENARIO = "flink-replay"
 APPLICATION = "flink-replay-wordcount"
 CATALOG = "bench-loop-flink-replay"
@@ -68,7 +67,7 @@ class ClosedLoopPrediction:
 class ReplaySettings:
     """What the replay's manifest takes from the run's own: ``om_policy`` (``spec.policies.om``), ``r_max_s``
     (s), ``eta_v`` / ``eta_r`` (fractions), ``period_s`` (T_OM, s), ``am_period_s`` (T_AM, s), ``k_max``
-    (subtasks per operator), ``slots`` (task slots of the one TaskManager), ``price_per_slot_h`` ($/h)."""
+    (subtasks per operator), ``slots`` (task slots of the one TaskManager)."""
 
     om_policy: dict[str, Any]
     r_max_s: float
@@ -78,7 +77,6 @@ class ReplaySettings:
     am_period_s: float
     k_max: int
     slots: int
-    price_per_slot_h: float
 
 
 def fit_engine(series: list[dict[str, Any]]) -> EngineFit | None:
@@ -100,9 +98,11 @@ def fit_engine(series: list[dict[str, Any]]) -> EngineFit | None:
 
 def documents(fit: EngineFit, trace_path: str, run: ReplaySettings) -> list[dict[str, Any]]:
     """The replay's manifests: the bench's application on the fitted simulated engine (module doc)."""
+    from benchmarks.flink.product import catalog_document
+    from benchmarks.flink.runner import taskmanager_type
     from benchmarks.loop.scenarios import deployment_documents, region_name
 
-    node_type = f"tm.{run.slots}slot"
+    node_type = taskmanager_type(run.slots)
     region = region_name(SCENARIO)
     ops: list[dict[str, Any]] = [{"name": OPERATORS[0], "kind": "source"}]
     ops += [
@@ -136,23 +136,9 @@ def documents(fit: EngineFit, trace_path: str, run: ReplaySettings) -> list[dict
             "state": "running",
         },
     }
-    catalog = {
-        "apiVersion": "autoscaler/v1",
-        "kind": "NodeTypeCatalog",
-        "metadata": {"name": CATALOG},
-        "spec": {
-            "description": "bench_flink's closed-loop prediction: the bench's TaskManager",
-            "nodeTypes": [
-                {
-                    "name": node_type,
-                    "cores": run.slots,
-                    "memoryMiB": 2048,
-                    "speedup": 1.0,
-                    "pricePerHour": run.price_per_slot_h * run.slots,
-                }
-            ],
-        },
-    }
+    catalog = catalog_document(
+        CATALOG, run.slots, "bench_flink's closed-loop prediction: the bench's TaskManager"
+    )
     region_doc = {
         "apiVersion": "autoscaler/v1",
         "kind": "Region",
@@ -172,7 +158,7 @@ def closed_loop_prediction(series: list[dict[str, Any]], run: ReplaySettings) ->
     from benchmarks.loop.scenarios import Scenario, write_trace
 
     fit = fit_engine(series)
-    if fit is None or not series:
+    if fit is None:
         return None
     periods = len(series)
     with tempfile.TemporaryDirectory(prefix="flink-replay-") as tmp:

@@ -44,6 +44,7 @@ from benchmarks.flink.runner import (
     final_counts,
     series_row,
     submit,
+    taskmanager_type,
 )
 from benchmarks.loop.scenarios import deployment_documents
 from connectors.flink.cluster import FlinkCluster
@@ -70,7 +71,6 @@ def documents(
     """The manifests of the bench job under ``policy`` (see module docstring)."""
     from policies.registry import om_choice
 
-    node_type = cfg.taskmanager_type
     ops: list[dict[str, Any]] = [{"name": OPERATORS[0], "kind": "source"}]
     ops += [
         {
@@ -83,23 +83,9 @@ def documents(
         {"name": OPERATORS[-1], "kind": "sink"},
     ]
     docs: list[dict[str, Any]] = [
-        {
-            "apiVersion": "autoscaler/v1",
-            "kind": "NodeTypeCatalog",
-            "metadata": {"name": CATALOG},
-            "spec": {
-                "description": "bench_flink: the bench's TaskManager (a slot hosts one subtask)",
-                "nodeTypes": [
-                    {
-                        "name": node_type,
-                        "cores": cfg.slots,
-                        "memoryMiB": 2048,
-                        "speedup": 1.0,
-                        "pricePerHour": PRICE_PER_SLOT_H * cfg.slots,
-                    }
-                ],
-            },
-        },
+        catalog_document(
+            CATALOG, cfg.slots, "bench_flink: the bench's TaskManager (a slot hosts one subtask)"
+        ),
         {
             "apiVersion": "autoscaler/v1",
             "kind": "Region",
@@ -135,7 +121,29 @@ def documents(
             },
         },
     ]
-    return docs + deployment_documents(docs[-1], REGION, node_type)
+    return docs + deployment_documents(docs[-1], REGION, cfg.taskmanager_type)
+
+
+def catalog_document(name: str, slots: int, description: str) -> dict[str, Any]:
+    """A catalog of one node type: the bench's TaskManager (``runner.taskmanager_type``; cores = ``slots`` task
+    slots, 2 GiB, speedup 1, ``PRICE_PER_SLOT_H`` $/h per slot)."""
+    return {
+        "apiVersion": "autoscaler/v1",
+        "kind": "NodeTypeCatalog",
+        "metadata": {"name": name},
+        "spec": {
+            "description": description,
+            "nodeTypes": [
+                {
+                    "name": taskmanager_type(slots),
+                    "cores": slots,
+                    "memoryMiB": 2048,
+                    "speedup": 1.0,
+                    "pricePerHour": PRICE_PER_SLOT_H * slots,
+                }
+            ],
+        },
+    }
 
 
 def register(cfg: BenchConfig, policy: str, cluster: FlinkCluster, job_name: str, eta_v: float, eta_r: float,

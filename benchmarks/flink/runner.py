@@ -69,7 +69,7 @@ class BenchConfig:
     @property
     def taskmanager_type(self) -> str:
         """The node type of the bench's one TaskManager (``slots`` slots; the product path's catalog)."""
-        return f"tm.{self.slots}slot"
+        return taskmanager_type(self.slots)
 
     def floor_slot_s(self, capacity: dict[str, float] | None = None) -> float:
         """The clairvoyant floor (slot-seconds of splitter and counter): every control period sized exactly for
@@ -83,6 +83,11 @@ class BenchConfig:
             count_at = lambda t, f=per_sentence: sched.cumulative(t) * f  # noqa: E731
             total += clairvoyant_floor(count_at, sched.duration_s, self.period_s, mu, FLOOR_HEADROOM)
         return total
+
+
+def taskmanager_type(slots: int) -> str:
+    """The name of the node type of a TaskManager with ``slots`` task slots (the bench's catalogs)."""
+    return f"tm.{slots}slot"
 
 
 def measured_capacity(results: list[RunResult]) -> tuple[dict[str, float], int]:
@@ -150,8 +155,7 @@ class RunResult:
         if choice is None:
             return
         am_s = 10 * cfg.period_s if am_period_s is None else am_period_s
-        settings = ReplaySettings(choice, cfg.r_max_s, eta_v, eta_r, cfg.period_s, am_s, cfg.k_max, cfg.slots,
-                                  PRICE_PER_SLOT_H)  # fmt: skip
+        settings = ReplaySettings(choice, cfg.r_max_s, eta_v, eta_r, cfg.period_s, am_s, cfg.k_max, cfg.slots)
         loop = closed_loop_prediction(self.series, settings)
         if loop is not None:
             self.closed_loop_violations_pct, self.closed_loop_slot_s = loop.violations_pct, loop.slot_s
@@ -198,7 +202,7 @@ def closed_loop_policy(strategy: str) -> dict[str, Any] | None:
     from policies.registry import om_choice, resolve_om
 
     name = strategy.removeprefix("product:")
-    if name.startswith("static") or name.endswith(PRETRAINED):
+    if name.endswith(PRETRAINED):
         return None
     try:
         resolve_om(name)

@@ -8,7 +8,7 @@ import pytest
 
 from autoscaler.models import Application, NodeTypeCatalog
 from benchmarks.flink.closed_loop import CATALOG, ReplaySettings, closed_loop_prediction, fit_engine
-from benchmarks.flink.runner import PRICE_PER_SLOT_H, closed_loop_policy
+from benchmarks.flink.runner import closed_loop_policy
 
 pytestmark = pytest.mark.django_db
 
@@ -30,7 +30,7 @@ def _period(i: int, rate: float, k: tuple[float, float], downtime: float | None 
 
 
 def _predict(series: list[dict], policy: str = "ds2"):
-    settings = ReplaySettings(closed_loop_policy(policy), 2.0, 0.05, 0.2, 10.0, 100.0, 6, 8, PRICE_PER_SLOT_H)
+    settings = ReplaySettings(closed_loop_policy(policy), 2.0, 0.05, 0.2, 10.0, 100.0, 6, 8)
     return closed_loop_prediction(series, settings)
 
 
