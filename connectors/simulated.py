@@ -18,6 +18,11 @@ backlog b0 plus inflow, keeps the rest as backlog b1 (records), and passes what 
 selectivity). Its response time is the queue's at the inflow rate (capped at ``MAX_FLUID_UTILISATION`` of c)
 plus the mean backlog (b0 + b1) / 2 over c. A period the job is down throughout reports no metrics (job not
 running), as a restarting engine does. The backlog state is kept in the state store with the deployment.
+
+With ``path_latency_only`` (connector setting ``pathLatencyOnly: true``) the engine reports what Flink reports: the
+end-to-end time of every path, no time per operator; each operator's response time is then its share of its paths'
+times, computed exactly as the Flink monitor computes it (``connectors.latency_share``), so a policy run here sees
+the attribution it sees on Flink.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from connectors.base import (
     Realizer,
     ScalingPlan,
 )
+from connectors.latency_share import share_path_latency
 from policies.graph import source_to_sink_paths, topological_order
 from policies.operator_model import QueueModel
 
@@ -148,6 +154,8 @@ class SimulatedApplication:
     ``refuse_apply``: every apply fails and is rolled back (fault injection). ``carry_backlog``: fluid queues
     carried across periods, a reconfiguration's downtime stopping the next period (module doc).
     ``latency_offset_s``: time every path adds outside the operators' queues (s: sources, sinks, network).
+    ``path_latency_only``: operators' response times are their shares of the paths' times, as on Flink;
+    ``controlled``: the operators the control loop scales (they carry a path's fixed part there; None: all).
     """
 
     operators: list[SimOperator]
@@ -162,6 +170,8 @@ class SimulatedApplication:
     refuse_apply: bool = False
     carry_backlog: bool = False
     latency_offset_s: float = 0.0
+    path_latency_only: bool = False
+    controlled: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
         if not self.trace:
@@ -273,6 +283,8 @@ class SimulatedMonitor(Monitor):
                 r = ops[name].response_time_s
                 total += math.inf if r is None else r
             path_rt["->".join(path)] = total
+        if self.app.path_latency_only:
+            share_path_latency(ops, self.app.paths(), path_rt, controlled=self.app.controlled)
         return PeriodMetrics(period, ops, path_rt)
 
     def _fluid(self, period: Period, deployments: dict[str, Deployment]) -> dict[str, OperatorMetrics] | None:
@@ -434,6 +446,11 @@ def settings_schema() -> dict[str, Any]:
             "carry each operator's backlog across periods; a reconfiguration stops the job",
         ),
         "latencyOffsetMs": (float, 0.0, "time every path adds outside the operators' queues (ms)"),
+        "pathLatencyOnly": (
+            bool,
+            False,
+            "report only each path's end-to-end time; operators get their shares of it, as on Flink",
+        ),
         "serviceTimeMs": (
             float,
             SIMULATED_SERVICE_MS,

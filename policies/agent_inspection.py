@@ -45,8 +45,9 @@ def capacity_fit(policy: Policy) -> dict[str, Any] | None:
     ``bound_tuples_s`` (the per-replica rate an M/G/1 replica of that capacity and the learned variability serves
     within R_max), ``proven_tuples_s`` / ``violated_tuples_s`` (the bracket of the per-replica bound: the highest
     rate seen within it, the lowest seen above it; None when none); and ``variability`` ((1 + cs^2) / 2, one for
-    the operator). None when the policy keeps no such statistics or none was measured."""
-    from policies.om.model_based import capacity_estimates, queueing_variability
+    the operator) and ``latency_offset_s`` (s of its response time that no queue explains, e.g. its share of a
+    path's fixed part). None when the policy keeps no such statistics or none was measured."""
+    from policies.om.model_based import capacity_estimates
 
     stats = getattr(policy, "cap_stats", None)
     if not isinstance(stats, np.ndarray) or stats.ndim != 2 or not (stats[:, 0] > 0).any():
@@ -69,7 +70,8 @@ def capacity_fit(policy: Policy) -> dict[str, Any] | None:
                 "violated_tuples_s": float(hi[rank]) if np.isfinite(hi[rank]) else None,
             }
         )
-    return {"variability": queueing_variability(policy.delay_stats), "types": rows}  # type: ignore[attr-defined]
+    variability, offset_s = policy.delay_fit()  # type: ignore[attr-defined]
+    return {"variability": variability, "latency_offset_s": offset_s, "types": rows}
 
 
 def greedy_map(policy: Policy, max_deployments: int = 60) -> dict[str, Any]:

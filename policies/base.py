@@ -134,6 +134,10 @@ class Observation:
     changed a node type. An engine may change the one live and the other by a restart (Spark: executors are added
     and removed live, another executor size restarts the query from its checkpoint), so a change is expected to
     cost what the latest change of its own kind cost.
+    ``periods_since_change``: control periods since the application's latest applied reconfiguration of any
+    operator (1: applied at the previous step, so the period just observed began with it; None: none yet). On an
+    engine that restarts the whole job for a change (Flink) every operator's queue catches up after it, not
+    only the changed one's.
 
     Micro-batch engines (Spark) also report, for :mod:`policies.engine_model` (None elsewhere):
     ``batch_duration_s``: mean duration of the period's micro-batches (s); ``batch_records``: mean records per
@@ -160,6 +164,7 @@ class Observation:
     restart_s: float | None = None
     resize_restart_s: float | None = None
     swap_restart_s: float | None = None
+    periods_since_change: int | None = None
 
     def expected_restart_s(self, swap: bool) -> float | None:
         """The downtime (s) a change of this kind (``swap``: it changes a node type) is expected to stop the job

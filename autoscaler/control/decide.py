@@ -177,6 +177,9 @@ def observe_and_propose(p: TickContext, agents: dict[int, AgentState]) -> Propos
             restart_s=p.app_mem.last_downtime_s,
             resize_restart_s=p.app_mem.resize_downtime_s,
             swap_restart_s=p.app_mem.swap_downtime_s,
+            periods_since_change=(
+                None if p.app_mem.last_apply_slot is None else p.tick.slot - p.app_mem.last_apply_slot
+            ),
         )
         _add_batch_fields(obs, m, p.period_s)
         policies.append(policy)

@@ -210,6 +210,8 @@ def simulated_application(application) -> tuple[SimulatedApplication, dict[str, 
         downtime_s=float(settings.get("downtimeS", 0.0)),
         carry_backlog=bool(settings.get("backlog", False)),
         latency_offset_s=float(settings.get("latencyOffsetMs", 0.0)) / 1000.0,
+        path_latency_only=bool(settings.get("pathLatencyOnly", False)),
+        controlled=frozenset(deployments),
     )
     return app, initial
 

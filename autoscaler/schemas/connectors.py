@@ -73,7 +73,8 @@ class SimulatedSettings(SpecModel):
     never read by the control loop, which learns service times from the metrics); ``backlog``: carry every
     operator's backlog across periods, a reconfiguration stopping the job for ``downtimeS`` (fluid queues, see
     ``connectors.simulated``); ``latencyOffsetMs``: time every source-to-sink path adds outside the operators'
-    queues (ms).
+    queues (ms); ``pathLatencyOnly``: report only the paths' end-to-end times, each operator getting its share of
+    them as on Flink (``connectors.latency_share``).
     """
 
     trace: str = "taxi_last_month"
@@ -84,6 +85,7 @@ class SimulatedSettings(SpecModel):
     service_time_ms: float = Field(default=SIMULATED_SERVICE_MS, gt=0, le=60_000.0, alias="serviceTimeMs")
     backlog: bool = False
     latency_offset_ms: float = Field(default=0.0, ge=0, le=3_600_000.0, alias="latencyOffsetMs")
+    path_latency_only: bool = Field(default=False, alias="pathLatencyOnly")
 
     @field_validator("trace")
     @classmethod

@@ -126,6 +126,7 @@ def documents(fit: EngineFit, trace_path: str, run: ReplaySettings) -> list[dict
                 "downtimeS": fit.downtime_s,
                 "backlog": True,
                 "latencyOffsetMs": fit.latency_offset_s * 1000.0,
+                "pathLatencyOnly": True,
             },
             "slo": {"rMaxMs": run.r_max_s * 1000.0, "etaV": run.eta_v, "etaR": run.eta_r},
             "operators": ops,

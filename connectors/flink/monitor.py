@@ -16,8 +16,9 @@ Per declared operator (one job vertex, see ``binding``), at the end of the perio
 - end-to-end response time (s): mean and p95 of the sink's ``e2eLatencyMeanMs`` / ``e2eLatencyP95Ms`` gauges
   (windowed over the last seconds; records are stamped at creation), one value per source-to-sink path;
 - operator response time (s): Flink reports no per-operator latency, so each path's time is split among its
-  operators in proportion to their queueing estimates S / (1 - utilisation) (``connectors.latency_share``):
-  the bottleneck takes the blame for a violation, an idle operator on the same path does not;
+  operators (``connectors.latency_share``): each gets its queueing estimate S / (1 - utilisation); the rest goes
+  to a saturated operator when there is one (the bottleneck takes the blame for a violation, an idle operator on
+  the same path does not), else in equal shares to the controlled operators (the path's fixed part);
 - deployment: the vertex's parallelism, reported under the node types of the last known deployment.
 
 Why counters and not Flink's per-second meters: ``numRecordsInPerSecond`` and ``busyTimeMsPerSecond`` average
@@ -227,9 +228,9 @@ class FlinkMonitor(Monitor):
             path_p95: dict[str, float] = {}
             for path in self.paths:
                 path_rt["->".join(path)], path_p95["->".join(path)] = worst
-            fractions = share_path_latency(ops, self.paths, path_rt, path_p95)
+            fractions = share_path_latency(ops, self.paths, path_rt, path_p95, controlled=self.deployments)
             for name, frac in fractions.items():
-                note = f"response time = {frac:.0%} of the path's (queueing-estimate share)"
+                note = f"response time = {frac:.0%} of the path's (queueing estimate and fixed part)"
                 ops[name].reason = f"{ops[name].reason}; {note}" if ops[name].reason else note
         incomplete = {n: m for n, m in ops.items() if not m.complete}
         reason = "; ".join(f"{n}: {m.reason}" for n, m in incomplete.items())
