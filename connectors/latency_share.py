@@ -16,7 +16,7 @@ but finite). The rest, ``T - sum E`` (source, sink and network time, the workers
   (``controlled``; every operator with an estimate when none is given or none is on the path) carry equal shares
   of it: with the AM's initial bounds (equal shares of R_max along a path, Alg. 5) each carries the same fraction
   of its bound, so an operator exceeds its bound about when the path exceeds R_max. Split in proportion to the
-  estimates (before 4 Dec), the busier of two operators carried most of a 1.1-s fixed part against its own bound
+  estimates (until 3 Dec), the busier of two operators carried most of a 1.1-s fixed part against its own bound
   of R_max / 2 and scaled out at 57 % busy (measured on Flink, docs/benchmarks.md).
 
 When ``T <= sum E`` the estimates are scaled down to add up to T. The shares of a path add up to its measured

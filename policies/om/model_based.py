@@ -620,15 +620,14 @@ class ModelBased(Policy):
                 if a in q and speed[t] <= speed[d] + 1e-9
             }
             if held:
-                if mdp.greedy(q) not in held:
-                    self._settle_note = {
-                        "held": True,
-                        "reason": (
-                            f"catching up after a restart ({obs.restart_s or 0.0:.1f} s): the deployment in place works "
-                            f"its backlog off within a period at the {self._steady_rate:.1f} tuples/s measured "
-                            "before it, so no scale-out on the catch-up's load"
-                        ),
-                    }
+                self._settle_note = {
+                    "held": True,
+                    "reason": (
+                        f"catching up after a restart ({obs.restart_s or 0.0:.1f} s): the deployment in place works "
+                        f"its backlog off within a period at the {self._steady_rate:.1f} tuples/s measured "
+                        "before it, so no scale-out on the catch-up's load"
+                    ),
+                }
                 return self._proposing(k, mdp.greedy(held), explain), (held if explain else {})
         if self.params["multi_step"] and obs is not None and obs.node_limited:
             frugal = self._fewest_new_replicas(d, level)

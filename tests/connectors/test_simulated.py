@@ -181,3 +181,27 @@ def test_a_stationary_engine_is_unchanged_by_the_backlog_option_being_off():
     conn = SimulatedConnector(_app(trace=[300.0]), INITIAL)
     assert math.isinf(conn.monitor.collect(Period(1, 0.0, 60.0)).operators["split"].response_time_s)
     assert conn.monitor.collect(Period(2, 60.0, 120.0)).operators["split"].backlog == pytest.approx(3000.0)
+
+
+def test_path_latency_only_gives_each_operator_the_flink_monitors_share_of_the_path():
+    """``pathLatencyOnly``: the engine reports what Flink does, and each operator's response time is its share of
+    the path's end-to-end time, computed by ``connectors.latency_share`` as the Flink monitor computes it."""
+    from connectors.latency_share import queueing_estimate_s
+
+    own = SimulatedConnector(_app(trace=[100.0], latency_offset_s=0.9), INITIAL).monitor.collect(
+        Period(1, 0, 60)
+    )
+    app = _app(
+        trace=[100.0], latency_offset_s=0.9, path_latency_only=True, controlled=frozenset({"split", "count"})
+    )
+    shared = SimulatedConnector(app, INITIAL).monitor.collect(Period(1, 0.0, 60.0))
+    path = "src->split->count"
+    assert shared.path_response_time_s[path] == pytest.approx(own.path_response_time_s[path])
+    ops = shared.operators
+    est = {n: queueing_estimate_s(m) for n, m in ops.items()}
+    rest = shared.path_response_time_s[path] - sum(est.values())
+    assert 0.85 < rest < 0.9  # the offset, less what the M/M/1 estimates add to the M/D/1 queues
+    assert ops["src"].response_time_s == pytest.approx(est["src"])  # not controlled
+    assert ops["split"].response_time_s == pytest.approx(est["split"] + rest / 2)
+    assert ops["count"].response_time_s == pytest.approx(est["count"] + rest / 2)
+    assert ops["split"].response_time_s > own.operators["split"].response_time_s + 0.4

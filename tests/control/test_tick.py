@@ -289,6 +289,46 @@ def test_the_downtime_of_an_applied_change_reaches_the_oms_which_settle_through_
     assert policy._settle_left == 2, policy._settle_left
 
 
+def test_every_om_learns_how_many_periods_ago_the_application_changed(monkeypatch):
+    """``Observation.periods_since_change``: on an engine that restarts the whole job (Flink), an operator that
+    did not change still sees the catch-up; every OM of the application is told how many periods ago the latest
+    change of any operator was applied (None before the first). Recorded by wrapping the policy's step (the
+    observation is otherwise internal to the tick)."""
+    from policies.om.model_based import ModelBased
+
+    seen: dict[int, list[int | None]] = {}
+    slot = 10
+    original = ModelBased.step
+
+    def recording(self, obs):
+        seen.setdefault(slot, []).append(obs.periods_since_change)
+        return original(self, obs)
+
+    monkeypatch.setattr(ModelBased, "step", recording)
+    trend = om_choice("model-based-trend")
+    app = simulated_pipeline(
+        "since", n_operators=2, om_policy=trend["name"], om_params=trend["params"], rate_scale=BUSY
+    )
+
+    def last_apply() -> int | None:
+        control = ApplicationControl.objects.filter(application=app).first()  # created by the first tick
+        memory = (control.operator_memory or {}) if control is not None else {}
+        return memory.get("__app__", {}).get("last_apply_slot")
+
+    while last_apply() is None:
+        assert slot < 30
+        run_tick(app.pk, slot)
+        slot += 1
+    applied_at = slot - 1
+    assert all(v is None for s, values in seen.items() if s <= applied_at for v in values)
+    run_tick(app.pk, slot)
+    assert seen[slot] == [1, 1]  # both OMs, the changed one and the other
+    if last_apply() == applied_at:  # no change in between: one period later
+        slot += 1
+        run_tick(app.pk, slot)
+        assert seen[slot] == [2, 2]
+
+
 def test_a_change_is_a_swap_when_an_operator_gains_or_loses_a_node_type_else_a_resize():
     from autoscaler.control.tick import _swaps_a_node_type
 

@@ -9,12 +9,14 @@ from policies.base import Observation, apply_action
 from policies.om import mdp
 from policies.om.model_based import (
     CAPACITY_FIT_MIN_PERIODS,
+    DELAY_FIT_MIN_PERIODS,
     ModelBased,
     capacity_estimates,
     level_exceedance,
     mg1_rate_bound,
     monotone_majorant,
     per_replica_bounds,
+    queueing_delay_fit,
     queueing_variability,
 )
 from policies.operator_model import (
@@ -486,6 +488,53 @@ def test_service_variability_is_learned_from_response_times_under_load() -> None
     mm1 = mg1_rate_bound(np.array([200.0]), 1.0, r_max)[0]
     assert mm1 == pytest.approx(200.0 - 1.0 / r_max) and mm1 < bound
     assert blind._queueing_guess()[0] == pytest.approx(mm1)
+
+
+def test_a_latency_offset_is_learned_apart_from_the_service_variability() -> None:
+    """The same M/G/1 operator (v = 0.75) whose response times also carry 0.6 s that no queue explains (its
+    share of a Flink path's fixed part, ``connectors.latency_share``): the fit recovers both, and the bound is the
+    rate at which the queue reaches the 0.4 s left of a 1-s R_max. Fitted through the origin (until 3 Dec) the offset
+    read as a variability above 40, and the bound kept the replica below 82 % busy."""
+    spec = OperatorSpec(infrastructure("A", 1), k_max=10, rate_levels=RateLevels(30, 650.0), r_max_s=1.0)
+    truth = QueueModel(service_mean_s=1 / 200, service_var_s2=(1 / 200) ** 2 / 2)
+    one, speed = np.array([1]), np.array([1.0])
+    policy = ModelBased(spec, {"capacity_bound": True})
+    for rate in (80.0, 110.0, 130.0, 150.0, 160.0, 120.0):
+        rt, u = truth.response_time(one, speed, rate) + 0.6, truth.utilisation(one, speed, rate)
+        policy.step(Observation(one, rate, response_time_s=rt, violated=rt > 1.0, utilisation=u))
+    v, offset = policy.delay_fit()
+    assert v == pytest.approx(0.75) and offset == pytest.approx(0.6)
+    assert policy._queueing_guess()[0] == pytest.approx(mg1_rate_bound(np.array([200.0]), 0.75, 0.4)[0])
+    n, sw, sy, sww, swy = policy.delay_stats
+    through_origin = swy / sww
+    assert through_origin > 40.0
+    # 82 % busy at most through the origin, 99 % with the offset apart (the true bound: 198 tuples/s)
+    assert mg1_rate_bound(np.array([200.0]), through_origin, 1.0)[0] < 0.85 * 200.0
+    assert policy._queueing_guess()[0] > 0.98 * 200.0
+
+
+def test_the_delay_fit_before_its_rates_spread_and_from_an_older_state() -> None:
+    """One utilisation cannot tell an offset from a variability: a slope through the origin above M/M/1's is
+    read as an offset at v = 1, one below as the variability. A state saved before the offset existed keeps its
+    variability until the new fit has DELAY_FIT_MIN_PERIODS periods."""
+    w, y = 0.01, 0.5  # s
+    same = np.array([3.0, 3 * w, 3 * y, 3 * w * w, 3 * w * y])
+    assert queueing_delay_fit(same) == pytest.approx((1.0, y - w))
+    calm = np.array([3.0, 3 * w, 3 * 0.8 * w, 3 * w * w, 3 * w * 0.8 * w])
+    assert queueing_delay_fit(calm) == pytest.approx((0.8, 0.0))
+    assert queueing_delay_fit(np.zeros(5)) == (1.0, 0.0)
+    spec = OperatorSpec(infrastructure("A", 1), k_max=10, rate_levels=RateLevels(30, 650.0), r_max_s=1.0)
+    policy = ModelBased(spec, {"capacity_bound": True})
+    meta, arrays = policy._get_state()
+    arrays["delay_stats"] = np.array([0.3, 0.1])  # (sum w y, sum w^2) of the old layout: v = 3
+    older = ModelBased(spec, {"capacity_bound": True})
+    older._set_state(meta, arrays)
+    assert older.delay_fit() == pytest.approx((3.0, 0.0)) and older.delay_stats.shape == (5,)
+    again = ModelBased(spec, {"capacity_bound": True})
+    again.load_state(older.state_bytes())
+    assert again.delay_fit() == pytest.approx((3.0, 0.0))
+    again.delay_stats[:] = (DELAY_FIT_MIN_PERIODS, 0.05, 2.5, 0.0006, 0.026)
+    assert again.delay_fit() == queueing_delay_fit(again.delay_stats)
 
 
 def test_mg1_rate_bound_edges() -> None:
