@@ -27,6 +27,7 @@ path where no operator has one, every operator keeps the whole path's time (the 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection
 
 from connectors.base import OperatorMetrics
@@ -67,8 +68,8 @@ def share_path_latency(
         total_s = path_rt_s[key]
         p95_s = (path_p95_s or {}).get(key)
         for op, share_s in zip(path, _shares(path, total_s, estimates, operators, controlled), strict=True):
-            frac = share_s / total_s if total_s > 0 else 1.0 / len(path)
-            share = (share_s, frac, None if p95_s is None else p95_s * frac)
+            frac = share_s / total_s if 0 < total_s < math.inf else (1.0 if share_s > 0 else 0.0)
+            share = (share_s, frac, None if p95_s is None else (p95_s * frac if frac > 0 else 0.0))
             if op not in best or share[0] > best[op][0]:
                 best[op] = share
     fractions: dict[str, float] = {}
@@ -94,6 +95,8 @@ def _shares(
     queued = sum(known)
     if queued <= 0.0:
         return [total_s] * len(path)  # nothing to share by: everyone keeps the whole path
+    if not math.isfinite(total_s):  # an unbounded queue (a simulated overload): every operator with a queue
+        return [total_s if e > 0.0 else 0.0 for e in known]
     if total_s <= queued:
         return [total_s * e / queued for e in known]
     rest = total_s - queued

@@ -1,5 +1,7 @@
 """Sharing a path's measured end-to-end time among its operators (connectors.latency_share)."""
 
+import math
+
 import pytest
 
 from connectors.base import OperatorMetrics
@@ -89,3 +91,12 @@ def test_a_saturated_operator_carries_the_backlog_and_a_short_path_scales_the_es
         short, [["split", "count"]], {"split->count": total / 2}, controlled={"split", "count"}
     )
     assert short["count"].response_time_s == pytest.approx(est["count"] / 2)
+
+
+def test_an_unbounded_path_leaves_every_operator_with_a_queue_unbounded_and_no_nan():
+    """The stationary simulated engine reports an overload as an infinite response time."""
+    ops = {"a": _op("a", 0.01, 0.5), "b": _op("b"), "c": _op("c", 0.01, 1.0)}
+    fractions = share_path_latency(ops, [["a", "b", "c"]], {"a->b->c": math.inf}, {"a->b->c": math.inf})
+    assert ops["a"].response_time_s == math.inf and ops["c"].response_time_s == math.inf
+    assert ops["b"].response_time_s == 0.0 and ops["b"].response_time_p95_s == 0.0
+    assert not any(math.isnan(f) for f in fractions.values())

@@ -567,3 +567,8 @@ def test_agent_inspector_shows_the_processing_rate_the_om_learned_from_busy_time
     assert 0 < row["bound_tuples_s"] < 80.0
     html = r.content.decode()
     assert 'class="capacity-fit"' in html and "80.0" in html and "12.50" in html
+    # the delay fit's variability and latency offset (s of the response time no queue explains)
+    variability, offset_s = policy.delay_fit()
+    assert fit["variability"] == pytest.approx(variability)
+    assert fit["latency_offset_s"] == pytest.approx(offset_s)
+    assert f"latency offset {offset_s:.3f} s" in html
