@@ -189,6 +189,7 @@ class SimulatedApplication:
         for src, dst in self.streams:
             self._preds[dst].append(src)
         self._by_name = {op.name: op for op in self.operators}
+        self._paths = source_to_sink_paths(names, self.streams)
 
     def source_rate(self, slot: int) -> float:
         return float(self.trace[slot % len(self.trace)]) * self.rate_scale
@@ -205,8 +206,8 @@ class SimulatedApplication:
         return rates
 
     def paths(self) -> list[list[str]]:
-        """Every source-to-sink path (lists of operator names)."""
-        return source_to_sink_paths([op.name for op in self.operators], self.streams)
+        """Every source-to-sink path (lists of operator names; computed once per application)."""
+        return [list(path) for path in self._paths]
 
     def in_order(self) -> list[tuple[SimOperator, list[SimOperator]]]:
         """Every operator in topological order with its predecessors (none: a source)."""
@@ -277,14 +278,15 @@ class SimulatedMonitor(Monitor):
                     op, deployments.get(op.name, {}), max(rate, 0.0), self.app.speedups, period.length_s
                 )
         path_rt: dict[str, float] = {}
-        for path in self.app.paths():
+        paths = self.app.paths()
+        for path in paths:
             total = self.app.latency_offset_s
             for name in path:
                 r = ops[name].response_time_s
                 total += math.inf if r is None else r
             path_rt["->".join(path)] = total
         if self.app.path_latency_only:
-            share_path_latency(ops, self.app.paths(), path_rt, controlled=self.app.controlled)
+            share_path_latency(ops, paths, path_rt, controlled=self.app.controlled)
         return PeriodMetrics(period, ops, path_rt)
 
     def _fluid(self, period: Period, deployments: dict[str, Deployment]) -> dict[str, OperatorMetrics] | None:

@@ -156,6 +156,9 @@ def observe_and_propose(p: TickContext, agents: dict[int, AgentState]) -> Propos
     budget_wait = TokenBucket(p.app.eta_r, bucket_cap, held).wait_after_one()
     # operators whose scale-out waited last period in a region that cannot hold it (Observation.node_limited)
     node_limited = set(p.app_mem.node_limited or ())
+    # periods since the application's latest applied change (Observation.periods_since_change; None: none yet)
+    last = p.app_mem.last_apply_slot
+    since_change = None if last is None else p.tick.slot - last
     policies: list[Policy] = []
     observations: list[Observation] = []
     proposals: list[Proposal] = []
@@ -177,9 +180,7 @@ def observe_and_propose(p: TickContext, agents: dict[int, AgentState]) -> Propos
             restart_s=p.app_mem.last_downtime_s,
             resize_restart_s=p.app_mem.resize_downtime_s,
             swap_restart_s=p.app_mem.swap_downtime_s,
-            periods_since_change=(
-                None if p.app_mem.last_apply_slot is None else p.tick.slot - p.app_mem.last_apply_slot
-            ),
+            periods_since_change=since_change,
         )
         _add_batch_fields(obs, m, p.period_s)
         policies.append(policy)

@@ -1373,9 +1373,13 @@ def queueing_variability(delay_stats: np.ndarray) -> float:
     least-squares slope through the origin; 1 (M/M/1) without data, never below 1/2 (a deterministic service)."""
     stats = np.asarray(delay_stats, dtype=float)
     if stats.shape == (2,):
-        swy, sww = float(stats[0]), float(stats[1])
-        return max(swy / sww, 0.5) if sww > 0.0 else 1.0
+        return _through_origin(float(stats[0]), float(stats[1])) if stats[1] > 0.0 else 1.0
     return queueing_delay_fit(stats)[0]
+
+
+def _through_origin(swy: float, sww: float) -> float:
+    """The least-squares slope of ``y = v w`` through the origin from (sum w y, sum w^2), never below 1/2."""
+    return max(swy / sww, 0.5)
 
 
 def queueing_delay_fit(delay_stats: np.ndarray) -> tuple[float, float]:
@@ -1405,13 +1409,12 @@ def queueing_delay_fit(delay_stats: np.ndarray) -> tuple[float, float]:
         slope = (swy / n - mean_w * mean_y) / var_w
         offset = mean_y - slope * mean_w
         if offset < 0.0:
-            return max(swy / sww, 0.5), 0.0
+            return _through_origin(swy, sww), 0.0
         if slope < 0.5:
             return 0.5, max(mean_y - 0.5 * mean_w, 0.0)
         return slope, offset
-    through_origin = swy / sww
-    if through_origin <= 1.0:
-        return max(through_origin, 0.5), 0.0
+    if swy / sww <= 1.0:
+        return _through_origin(swy, sww), 0.0
     return 1.0, max(mean_y - mean_w, 0.0)
 
 
