@@ -23,10 +23,16 @@ With ``path_latency_only`` (connector setting ``pathLatencyOnly: true``) the eng
 end-to-end time of every path, no time per operator; each operator's response time is then its share of its paths'
 times, computed exactly as the Flink monitor computes it (``connectors.latency_share``), so a policy run here sees
 the attribution it sees on Flink.
+
+With ``micro_batch`` (connector setting ``microBatch``) every scaled operator (kind ``operator``) is a
+micro-batch query, as on Spark Structured Streaming: batch by batch, its backlog, next trigger and post-change
+penalty carried across periods in the state store, reporting what the Spark monitor reports
+(``connectors.simulated_batches``); sources and sinks stay stationary queues.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import random
@@ -50,7 +56,9 @@ from connectors.base import (
     ScalingPlan,
 )
 from connectors.latency_share import share_path_latency
+from connectors.simulated_batches import QueryState, run_query
 from policies.graph import source_to_sink_paths, topological_order
+from policies.micro_batch_engine import MicroBatchEngine
 from policies.operator_model import QueueModel
 
 
@@ -156,6 +164,8 @@ class SimulatedApplication:
     ``latency_offset_s``: time every path adds outside the operators' queues (s: sources, sinks, network).
     ``path_latency_only``: operators' response times are their shares of the paths' times, as on Flink;
     ``controlled``: the operators the control loop scales (they carry a path's fixed part there; None: all).
+    ``micro_batch``: the scaled operators run as micro-batch queries of these parameters, each at its own
+    per-record cost (``SimOperator.service_mean_s``; module doc).
     """
 
     operators: list[SimOperator]
@@ -172,6 +182,7 @@ class SimulatedApplication:
     latency_offset_s: float = 0.0
     path_latency_only: bool = False
     controlled: frozenset[str] | None = None
+    micro_batch: MicroBatchEngine | None = None
 
     def __post_init__(self) -> None:
         if not self.trace:
@@ -252,17 +263,20 @@ class SimulatedMonitor(Monitor):
             )
         deployments = self.realizer.current()
         rng = random.Random(f"{self.app.seed}:{period.slot}")
-        if self.app.carry_backlog:
-            fluid = self._fluid(period, deployments)
-            if fluid is None:
-                return PeriodMetrics(
-                    period,
-                    {},
-                    complete=False,
-                    reason="simulated job restarting (reconfiguration downtime)",
-                    cause=Cause.JOB_NOT_RUNNING,
-                )
-            ops = fluid
+        if self.app.carry_backlog or self.app.micro_batch is not None:
+            if self.app.micro_batch is not None:
+                ops = self._micro_batches(period, deployments)
+            else:
+                fluid = self._fluid(period, deployments)
+                if fluid is None:
+                    return PeriodMetrics(
+                        period,
+                        {},
+                        complete=False,
+                        reason="simulated job restarting (reconfiguration downtime)",
+                        cause=Cause.JOB_NOT_RUNNING,
+                    )
+                ops = fluid
             if self.app.noise:  # the measurement error of the rates (the queues carry the true ones)
                 for m in ops.values():
                     if m.input_rate is not None:
@@ -339,6 +353,44 @@ class SimulatedMonitor(Monitor):
             )
         store.save_queue(FluidState(period.slot, after, down - stopped, backlog, down).to_dict())
         return ops if running > 0.0 else None
+
+    def _micro_batches(
+        self, period: Period, deployments: dict[str, Deployment]
+    ) -> dict[str, OperatorMetrics]:
+        """Run every scaled operator's micro-batch query over ``period`` (module doc; sources and sinks as
+        stationary queues) and return every operator's metrics. The queries' state is saved to the realizer's
+        store; a repeated collect of a slot starts from the state before it."""
+        engine = self.app.micro_batch
+        assert engine is not None
+        store = self.realizer.store
+        saved = store.load_queue() or {}
+        queries = (saved.get("before") if saved.get("slot") == period.slot else saved.get("queries")) or {}
+        served_rate: dict[str, float] = {}
+        after: dict[str, dict[str, Any]] = {}
+        ops: dict[str, OperatorMetrics] = {}
+        for op, preds in self.app.in_order():
+            name = op.name
+            if preds:
+                inflow = sum(served_rate[p.name] * p.selectivity for p in preds)
+            else:
+                inflow = self.app.source_rate(period.slot)
+            dep = deployments.get(name, {})
+            if op.kind != "operator":
+                ops[name] = _operator_metrics(op, dep, inflow, self.app.speedups, period.length_s)
+                served_rate[name] = ops[name].processing_rate or 0.0
+                continue
+            state = (
+                QueryState.from_dict(queries[name])
+                if name in queries
+                else QueryState.starting(engine, period.start)
+            )
+            query = dataclasses.replace(engine, cost_s_per_record=op.service_mean_s)
+            ops[name], served_rate[name] = run_query(
+                query, state, name, period, dep, inflow, self.app.speedups
+            )
+            after[name] = state.to_dict()
+        store.save_queue({"slot": period.slot, "queries": after, "before": queries})
+        return ops
 
 
 def _operator_metrics(
@@ -452,6 +504,12 @@ def settings_schema() -> dict[str, Any]:
             bool,
             False,
             "report only each path's end-to-end time; operators get their shares of it, as on Flink",
+        ),
+        "microBatch": (
+            dict,
+            None,
+            "run the scaled operators as micro-batch queries: intervalMs, overheadMs, partitions, scalingExponent, "
+            "penalty, scaleInPenalty, settlePeriods, latencyOffsetMs",
         ),
         "serviceTimeMs": (
             float,

@@ -39,6 +39,7 @@ from connectors.simulated import (
     SimulatedRealizer,
 )
 from connectors.traces import TraceNotAllowed, read_rates, resolve_trace
+from policies.micro_batch_engine import MicroBatchEngine
 
 #: service time (s) of operators the control plane does not scale (no Deployment): never a bottleneck
 UNMANAGED_SERVICE_S = 1e-6
@@ -212,8 +213,28 @@ def simulated_application(application) -> tuple[SimulatedApplication, dict[str, 
         latency_offset_s=float(settings.get("latencyOffsetMs", 0.0)) / 1000.0,
         path_latency_only=bool(settings.get("pathLatencyOnly", False)),
         controlled=frozenset(deployments),
+        micro_batch=micro_batch_engine(settings.get("microBatch"), default_ms / 1000.0),
     )
     return app, initial
+
+
+def micro_batch_engine(settings: dict | None, cost_s_per_record: float) -> MicroBatchEngine | None:
+    """The ``microBatch`` connector setting (``autoscaler.schemas.connectors.MicroBatchSettings``, validated
+    when applied) as the engine's parameters, at ``cost_s_per_record`` (s; each operator runs at its own service
+    time, ``SimulatedMonitor._micro_batches``); None without it."""
+    if not settings:
+        return None
+    return MicroBatchEngine(
+        overhead_s=float(settings.get("overheadMs", 0.0)) / 1000.0,
+        cost_s_per_record=cost_s_per_record,
+        interval_s=float(settings["intervalMs"]) / 1000.0,
+        partitions=settings.get("partitions"),
+        scaling_exponent=float(settings.get("scalingExponent", 1.0)),
+        penalty=float(settings.get("penalty", 1.0)),
+        scale_in_penalty=float(settings.get("scaleInPenalty", 1.0)),
+        settle_periods=int(settings.get("settlePeriods", 2)),
+        latency_offset_s=float(settings.get("latencyOffsetMs", 0.0)) / 1000.0,
+    )
 
 
 def build_simulated_connector(application) -> SimulatedConnector:

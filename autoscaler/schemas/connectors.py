@@ -7,7 +7,7 @@ Every engine address (Spark ``master`` unless ``local[n]``, ``uiUrl``, ``operato
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from connectors.simulated import SIMULATED_SERVICE_MS
 from connectors.traces import TraceNotAllowed, resolve_trace
@@ -62,6 +62,28 @@ class FlinkSettings(SpecModel):
     rest_timeout_s: float = Field(default=5.0, gt=0, le=120)
 
 
+class MicroBatchSettings(SpecModel):
+    """The simulated engine's micro-batch mode (``connectors.simulated_batches``): every scaled operator runs as a
+    Spark Structured Streaming query, batch by batch, its per-record cost the operator's ``serviceTimeMs``.
+
+    ``intervalMs``: trigger interval (ms); ``overheadMs``: fixed cost of a batch (ms); ``partitions``: of the
+    stateful stage (a batch runs in ceil(partitions / executors) waves; none: parallelism linear in the
+    executors); ``scalingExponent``: k executors do (effective parallelism) ** this executors' work, in (0, 1];
+    ``penalty`` / ``scaleInPenalty``: batch duration factor in the ``settlePeriods`` periods after a change that
+    added / removed executors; ``latencyOffsetMs``: time a record spends outside its batch and the wait for it
+    (ms, may be negative: the measured latency minus the formula's, as ``policies.engine_model`` learns it).
+    """
+
+    interval_ms: float = Field(gt=0, le=3_600_000.0)
+    overhead_ms: float = Field(default=0.0, ge=0, le=3_600_000.0)
+    partitions: int | None = Field(default=None, ge=1, le=100_000)
+    scaling_exponent: float = Field(default=1.0, gt=0, le=1.0)
+    penalty: float = Field(default=1.0, gt=0, le=100.0)
+    scale_in_penalty: float = Field(default=1.0, gt=0, le=100.0)
+    settle_periods: int = Field(default=2, ge=0, le=100)
+    latency_offset_ms: float = Field(default=0.0, ge=-3_600_000.0, le=3_600_000.0)
+
+
 class SimulatedSettings(SpecModel):
     """The built-in simulated engine (see ``connectors.simulated.settings_schema``).
 
@@ -74,7 +96,9 @@ class SimulatedSettings(SpecModel):
     operator's backlog across periods, a reconfiguration stopping the job for ``downtimeS`` (fluid queues, see
     ``connectors.simulated``); ``latencyOffsetMs``: time every source-to-sink path adds outside the operators'
     queues (ms); ``pathLatencyOnly``: report only the paths' end-to-end times, each operator getting its share of
-    them as on Flink (``connectors.latency_share``).
+    them as on Flink (``connectors.latency_share``); ``microBatch``: the scaled operators run as micro-batch
+    queries (:class:`MicroBatchSettings`; they carry their own backlog, and executor changes are live, so neither
+    ``backlog`` nor ``downtimeS`` goes with it).
     """
 
     trace: str = "taxi_last_month"
@@ -86,6 +110,20 @@ class SimulatedSettings(SpecModel):
     backlog: bool = False
     latency_offset_ms: float = Field(default=0.0, ge=0, le=3_600_000.0, alias="latencyOffsetMs")
     path_latency_only: bool = Field(default=False, alias="pathLatencyOnly")
+    micro_batch: MicroBatchSettings | None = Field(default=None, alias="microBatch")
+
+    @model_validator(mode="after")
+    def _micro_batch_alone(self) -> SimulatedSettings:
+        """A micro-batch engine carries its own backlog and changes executors live."""
+        if self.micro_batch is not None and self.backlog:
+            raise ValueError(
+                "microBatch: cannot go with backlog: true (the micro-batch queries carry their own)"
+            )
+        if self.micro_batch is not None and self.downtime_s > 0:
+            raise ValueError(
+                "microBatch: cannot go with downtimeS > 0 (micro-batch executor changes are live)"
+            )
+        return self
 
     @field_validator("trace")
     @classmethod

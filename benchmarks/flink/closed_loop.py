@@ -21,19 +21,18 @@ stopping the job for its downtime, ``connectors.simulated``) fitted from the run
 
 Everything else is the run's manifest: the SLO, the OM policy, T_OM, T_AM, K_max, the TaskManager's node type in
 a region of one node. The prediction is what the product's own ledger records for the simulated run, counted as
-the live run counts: violations in % of the periods with a complete end-to-end latency, slot-seconds of splitter
-and counter (the parallelism each period ran, times T_OM).
+the live run counts (``benchmarks.loop.replay``): violations in % of the periods with a complete end-to-end
+latency, slot-seconds of splitter and counter (the parallelism each period ran, times T_OM).
 """
 
 from __future__ import annotations
 
 import statistics
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from benchmarks.flink.prediction import CONTROLLED, arrivals, fitted_models, latency_offset
+from benchmarks.loop.replay import ClosedLoopPrediction, count_ledger, replay_ledger
 
 SCENARIO = "flink-replay"
 APPLICATION = "flink-replay-wordcount"
@@ -52,19 +51,6 @@ class EngineFit:
     words: float
     downtime_s: float
     latency_offset_s: float
-
-
-@dataclass(frozen=True)
-class ClosedLoopPrediction:
-    """What the product's ledger recorded for the simulated run: ``violations_pct`` (% of complete periods),
-    ``slot_s`` (slot-seconds of the controlled operators), ``reconfigurations``, ``periods`` (complete ones in
-    ``complete``)."""
-
-    violations_pct: float
-    slot_s: float
-    reconfigurations: int
-    periods: int
-    complete: int
 
 
 @dataclass(frozen=True)
@@ -155,58 +141,13 @@ def documents(fit: EngineFit, trace_path: str, run: ReplaySettings) -> list[dict
 
 def closed_loop_prediction(series: list[dict[str, Any]], run: ReplaySettings) -> ClosedLoopPrediction | None:
     """Run ``run.om_policy`` cold through the product on the engine fitted from ``series`` for as many periods
-    as the run measured (module doc); None when the run cannot be fitted. Uses the
-    database (what the replay registers is removed again)."""
-    from autoscaler.control.models import Tick
-    from autoscaler.models import NodeTypeCatalog
-    from benchmarks.loop.runner import cleanup, run_scenario
-    from benchmarks.loop.scenarios import Scenario, write_trace
-
+    as the run measured (module doc); None when the run cannot be fitted. Uses the database (what the replay
+    registers is removed again)."""
     fit = fit_engine(series)
     if fit is None:
         return None
     periods = len(series)
-    with tempfile.TemporaryDirectory(prefix="flink-replay-") as tmp:
-        trace = write_trace(Path(tmp), "arrivals", fit.rates)
-        docs = documents(fit, trace, run)
-        scenario = Scenario(SCENARIO, "a bench_flink run's fitted engine", lambda _dir, _n: docs)
-        try:
-            rec = run_scenario(scenario, periods, Path(tmp)).apps[0]
-            ticks = {
-                t.slot: t
-                for t in Tick.objects.filter(application_id=rec.app_id).only("slot", "metrics", "result")
-            }
-            return _count(ticks, rec.first_slot, periods, run.period_s, run.r_max_s)
-        finally:
-            cleanup([SCENARIO])
-            NodeTypeCatalog.objects.filter(name=CATALOG).delete()
-
-
-def _count(ticks: dict[int, Any], first_slot: int, periods: int, period_s: float, r_max_s: float):  # noqa: ANN202
-    """Count the simulated run from its ledger as the live run is counted (module doc)."""
-    running = dict.fromkeys(CONTROLLED, 1)
-    slot_s = 0.0
-    complete = violations = reconfigurations = 0
-    for slot in range(first_slot, first_slot + periods):
-        tick = ticks.get(slot)
-        metrics = (tick.metrics if tick is not None else None) or {}
-        ops = metrics.get("operators") or {}
-        for op in CONTROLLED:  # the deployment the observed period ran (the last applied one when down)
-            dep = (ops.get(op) or {}).get("deployment")
-            if dep:
-                running[op] = sum(int(n) for n in dep.values())
-        slot_s += sum(running.values()) * period_s
-        paths = [v for v in (metrics.get("path_response_time_s") or {}).values() if v is not None]
-        if paths and metrics.get("complete"):
-            complete += 1
-            violations += int(max(paths) > r_max_s)
-        result = (tick.result if tick is not None else None) or None
-        if result is not None:
-            reconfigurations += 1
-            if result.get("ok"):
-                for op in CONTROLLED:
-                    dep = (result.get("deployments") or {}).get(op)
-                    if dep:
-                        running[op] = sum(int(n) for n in dep.values())
-    pct = 100.0 * violations / complete if complete else float("nan")
-    return ClosedLoopPrediction(pct, slot_s, reconfigurations, periods, complete)
+    ticks, first = replay_ledger(
+        SCENARIO, lambda trace: documents(fit, trace, run), fit.rates, periods, CATALOG
+    )
+    return count_ledger(ticks, first, periods, run.period_s, run.r_max_s, CONTROLLED)

@@ -158,7 +158,7 @@ class RunResult:
         settings = ReplaySettings(choice, cfg.r_max_s, eta_v, eta_r, cfg.period_s, am_s, cfg.k_max, cfg.slots)
         loop = closed_loop_prediction(self.series, settings)
         if loop is not None:
-            self.closed_loop_violations_pct, self.closed_loop_slot_s = loop.violations_pct, loop.slot_s
+            self.closed_loop_violations_pct, self.closed_loop_slot_s = loop.violations_pct, loop.replica_s
 
     @property
     def violation_pct(self) -> float:

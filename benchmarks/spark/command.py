@@ -179,6 +179,16 @@ class Command(BaseCommand):
             default="",
             help="write every run's per-period measurements (with its micro-batches) to this JSON file",
         )
+        parser.add_argument(
+            "--predict-from",
+            default="",
+            metavar="SERIES_JSON",
+            help="start no engine: predict the product runs of a --series-json file (the engine model's replay "
+            "of the recorded executors; the run's policy, cold, through the product on the fitted engine: "
+            "benchmarks.spark.closed_loop, under the file's settings, --eta-v, --eta-r and T_AM = 10 periods), "
+            "print each beside its measured outcome and, with --json PATH, fill the predicted_* and "
+            "closed_loop_* keys of PATH's rows",
+        )
 
     def handle(self, *args, **opts) -> None:  # noqa: ANN002, ANN003
         from benchmarks.spark.product import ProductPolicy
@@ -187,6 +197,10 @@ class Command(BaseCommand):
         from connectors.spark.trace_source import load_trace
         from policies import registry
 
+        if opts["predict_from"]:
+            logging.getLogger("celery.app.trace").setLevel(logging.WARNING)
+            self._predict_from(Path(opts["predict_from"]), opts["json"], opts["eta_v"], opts["eta_r"])
+            return
         positive = ("compress", "wait_ms", "period", "interval", "rmax", "peak_executors", "partitions")
         for name in positive:
             if opts[name] <= 0:
@@ -309,9 +323,15 @@ class Command(BaseCommand):
                         f"lost {res.lost}, duplicated {res.duplicated}"
                         f"{', error: ' + res.error if res.error else ''}"
                     )
+                    self.stdout.write(
+                        f"  predicted: engine replay of its executors {fmt(res.engine_violations_pct, 1)} %, "
+                        f"{fmt(res.engine_core_s, 0)} executor-core-s; the policy's closed loop on the fitted "
+                        f"engine {fmt(res.closed_loop_violations_pct, 1)} %, {fmt(res.closed_loop_core_s, 0)} "
+                        "executor-core-s"
+                    )
                     runs.append((rep, res))
                     if opts["series_json"]:  # after every run: a later failure keeps the earlier runs
-                        _write_series(Path(opts["series_json"]), cfg, [r for _, r in runs])
+                        _write_series(Path(opts["series_json"]), cfg, runs)
         rows = json_rows(runs, peak * sched.duration_s, floor_core_s)
         if opts["json"]:
             path = Path(opts["json"])
@@ -326,6 +346,65 @@ class Command(BaseCommand):
 
             command = "python manage.py bench_spark " + " ".join(shlex.quote(a) for a in sys.argv[2:])
             write_section("bench_spark_product", body, command.strip())
+
+    def _predict_from(self, series_path: Path, json_path: str | None, eta_v: float, eta_r: float) -> None:
+        """``--predict-from``: the predictions of every product run of a series file, beside its measured
+        outcome (and filled into ``json_path``'s rows of the same strategy and run)."""
+        from benchmarks.live import round_or_none
+        from benchmarks.spark.prediction import engine_prediction
+        from benchmarks.spark.product import predict_closed_loop
+        from benchmarks.spark.runner import BenchConfig, RunResult
+        from benchmarks.spark.strategies import PRETRAINED
+
+        try:
+            recorded = json.loads(series_path.read_text())
+            config = recorded["config"]
+            cfg = BenchConfig(
+                master="", workdir=Path("."), period_s=float(config["period_s"]),
+                interval_s=float(config["interval_s"]), r_max_s=float(config["r_max_s"]),
+                k_max=int(config["k_max"]), partitions=int(config["partitions"]),
+            )  # fmt: skip
+            runs = recorded["runs"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise CommandError(f"--predict-from: {series_path}: {exc!r}") from None
+        rows = []
+        if json_path:
+            try:
+                rows = json.loads(Path(json_path).read_text())
+            except (OSError, ValueError) as exc:
+                raise CommandError(f"--json: {json_path}: {exc}") from None
+        by_key = {(row["strategy"], row["run"]): row for row in rows}
+        self.stdout.write(
+            "| strategy | run | violations % measured (replayed; closed loop) | "
+            "executor-core-s measured (replayed; closed loop) |\n|---|---|---|---|"
+        )
+        seen: dict[str, int] = {}
+        for run in runs:
+            name = run["strategy"]
+            seen[name] = seen.get(name, 0) + 1
+            number = int(run.get("run", seen[name]))
+            if not name.startswith(PREFIX) or name.endswith(PRETRAINED):
+                continue
+            res = RunResult(name, series=run["series"])
+            eng = engine_prediction(res.series, cfg.interval_s, cfg.r_max_s, cfg.partitions)
+            if eng is not None:
+                res.engine_violations_pct, _, res.engine_core_s = eng
+            predict_closed_loop(res, cfg, name.removeprefix(PREFIX), eta_v, eta_r, 10 * cfg.period_s)
+            row = by_key.get((name, number))
+            if row is not None:
+                row["predicted_violations_pct"] = round_or_none(res.engine_violations_pct, 2)
+                row["predicted_core_s"] = round_or_none(res.engine_core_s, 1)
+                row["closed_loop_violations_pct"] = round_or_none(res.closed_loop_violations_pct, 2)
+                row["closed_loop_core_s"] = round_or_none(res.closed_loop_core_s, 1)
+            measured = row or {}
+            self.stdout.write(
+                f"| {name} | {number} | {measured.get('violations_pct', '-')} "
+                f"({fmt(res.engine_violations_pct, 1)}; {fmt(res.closed_loop_violations_pct, 1)}) | "
+                f"{measured.get('core_s', '-')} ({fmt(res.engine_core_s, 0)}; {fmt(res.closed_loop_core_s, 0)}) |"
+            )
+        if json_path:
+            Path(json_path).write_text(json.dumps(rows, indent=1) + "\n")
+            self.stdout.write(f"filled the predictions of the matching rows in {json_path}")
 
     @staticmethod
     def _builders(cfg: BenchConfig, sched, peak: int, mean: int, mu_oracle: float, max_rate: float) -> dict:  # noqa: ANN001
@@ -405,20 +484,22 @@ def _table(
         "micro-batch intervals; engine = the micro-batch engine model model-based fits online (overhead + "
         "per-record cost over waves of tasks, post-change penalty, policies/engine_model.py) fitted from the "
         "run's periods and replayed batch by batch on its executor series and arrival rates, with its "
-        "executor-seconds (benchmarks/spark/prediction.py). The numbers are what was measured, on a "
+        "executor-seconds (benchmarks/spark/prediction.py); loop = the run's policy, cold, through the product "
+        "on the simulated engine's micro-batch mode fitted the same way (product runs; "
+        "benchmarks/spark/closed_loop.py). The numbers are what was measured, on a "
         "machine shared with other jobs.",
         "",
-        "| strategy | periods | viol. % (fluid / sim / engine) | mean R s (fluid / sim / engine) | core-s "
-        "(engine) | vs peak | cost $ | reconf. | apply mean/max s | downtime max s | trips | lost | dup. | error |",
+        "| strategy | periods | viol. % (fluid / sim / engine / loop) | mean R s (fluid / sim / engine) | core-s "
+        "(engine / loop) | vs peak | cost $ | reconf. | apply mean/max s | downtime max s | trips | lost | dup. | error |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         ratio = f"{r.core_seconds / base.core_seconds:.2f}" if base else "-"
         lines.append(
             f"| {r.strategy} | {r.periods} | {r.violations_pct:.0f} ({r.pred_violations_pct:.0f} / {fmt(r.sim_violations_pct, 0)} / "
-            f"{fmt(r.engine_violations_pct, 0)}) | {r.latency_mean_s:.1f} ({r.pred_latency_mean_s:.1f} / "
+            f"{fmt(r.engine_violations_pct, 0)} / {fmt(r.closed_loop_violations_pct, 0)}) | {r.latency_mean_s:.1f} ({r.pred_latency_mean_s:.1f} / "
             f"{fmt(r.sim_latency_mean_s, 1)} / {fmt(r.engine_latency_mean_s, 1)}) | {r.core_seconds:.0f} "
-            f"({fmt(r.engine_core_s, 0)}) | {ratio} | "
+            f"({fmt(r.engine_core_s, 0)} / {fmt(r.closed_loop_core_s, 0)}) | {ratio} | "
             f"{r.cost_usd:.5f} | {r.reconfigurations} | {r.apply_mean_s:.1f}/{r.apply_max_s:.1f} | "
             f"{r.downtime_max_s:.1f} | {r.got}/{r.expected} | {r.lost} | {r.duplicated} | "
             f"{r.error[:60] or '-'} |"
@@ -460,12 +541,12 @@ def _control_plane(keep: bool) -> Iterator[str]:
             cleanup(OWNER, REGION, CATALOG)
 
 
-def _write_series(path: Path, cfg: BenchConfig, results: list[RunResult]) -> None:
+def _write_series(path: Path, cfg: BenchConfig, results: list[tuple[int, RunResult]]) -> None:
     """Every run's per-period rows (``RunResult.series``: rates in records/s, times in s, and the period's
-    micro-batches) with the benchmark's settings, as one JSON object."""
+    micro-batches) with its strategy and repetition, and the benchmark's settings, as one JSON object."""
     import dataclasses
     import json
 
     config = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in ("master", "workdir")}
-    runs = [{"strategy": r.strategy, "series": r.series} for r in results]
+    runs = [{"strategy": r.strategy, "run": rep, "series": r.series} for rep, r in results]
     path.write_text(json.dumps({"config": config, "runs": runs}, indent=1))

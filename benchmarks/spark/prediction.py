@@ -21,6 +21,7 @@ import numpy as np
 
 from policies.am.bo import fit_queue_model
 from policies.engine_model import MicroBatchModel
+from policies.micro_batch_engine import BatchClock, MicroBatchEngine
 from policies.operator_model import QueueModel
 
 MIN_PERIODS = 2  # periods with processed records needed to fit a model
@@ -104,31 +105,31 @@ def engine_replay(
     so the backlog carries across periods. None for a period in which no batch starts."""
     if not series:
         return []
-    offset = model.fit().latency_offset_s if model.fit() is not None else 0.0
-    t = float(series[0]["start"])
-    next_start, prev_start, arrived_until, waiting = t, t - interval_s, t, 0.0
-    k_prev, since_change = None, model.settle_periods
+    fit = model.fit()
+    if fit is None:
+        return [None] * len(series)
+    engine = MicroBatchEngine.from_fit(fit, interval_s, partitions, model.settle_periods)
+    clock = BatchClock.starting(float(series[0]["start"]), interval_s)
+    k_prev, since_change, scale_in = None, model.settle_periods, False
     out: list[float | None] = []
     for row in series:
-        end, k, rate = float(row["end"]), int(row["executors"]), float(row["input_rate"])
-        since_change = 0 if k_prev is not None and k != k_prev else since_change + 1
-        settling, k_prev = since_change < model.settle_periods, k
-        rows, lats = [], []
-        while next_start < end:
-            s = next_start
-            waiting += rate * (s - arrived_until)
-            arrived_until = s
-            if k <= 0 or waiting <= 0.0:  # no executor, or nothing to read: no batch
-                next_start = s + max(interval_s, 1e-3)
-                continue
-            r, waiting = waiting, 0.0
-            d = model.batch_s(r, k, partitions, settling=settling)
-            rows.append(r)
-            lats.append(0.5 * (s - prev_start) + d + offset)
-            prev_start, next_start = s, s + max(interval_s, d)
-        waiting += rate * (end - arrived_until)
-        arrived_until = end
-        out.append(float(np.average(lats, weights=rows)) if rows else None)
+        k = int(row["executors"])
+        if k_prev is not None and k != k_prev:
+            since_change, scale_in = 0, k < k_prev
+        else:
+            since_change += 1
+        k_prev = k
+        batches = clock.run(
+            engine,
+            float(row["end"]),
+            float(row["input_rate"]),
+            k,
+            1.0,
+            since_change < model.settle_periods,
+            scale_in,
+        )
+        rows = [b.records for b in batches]
+        out.append(float(np.average([b.latency_s for b in batches], weights=rows)) if rows else None)
     return out
 
 

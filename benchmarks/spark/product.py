@@ -363,7 +363,28 @@ def run_product(
         for a in AppliedAck.objects.filter(operator=op, generation__gt=0)
     ]
     finish(res, cfg, workdir, acks)
+    if not strategy.wants_history and res.series:  # a pre-trained run's history is not replayed
+        predict_closed_loop(res, cfg, strategy.policy, eta_v, eta_r, am_period_s)
     return res
+
+
+def predict_closed_loop(
+    res: RunResult, cfg: BenchConfig, policy: str, eta_v: float, eta_r: float, am_period_s: float
+) -> None:
+    """Fill ``res.closed_loop_*``: ``policy`` cold through the product on the engine fitted from the run's
+    series (``closed_loop.closed_loop_prediction``), under the run's SLO and periods; left None when the run
+    cannot be fitted."""
+    from policies.registry import om_choice
+
+    from .closed_loop import SparkReplaySettings, closed_loop_prediction
+
+    run = SparkReplaySettings(
+        om_choice(policy), cfg.r_max_s, eta_v, eta_r, cfg.period_s, am_period_s, cfg.k_max, cfg.interval_s,
+        cfg.partitions,
+    )  # fmt: skip
+    loop = closed_loop_prediction(res.series, run)
+    if loop is not None:
+        res.closed_loop_violations_pct, res.closed_loop_core_s = loop.violations_pct, loop.replica_s
 
 
 def _tick_line(name: str, app, slot: int, status: str) -> str:  # noqa: ANN001

@@ -8,7 +8,9 @@ against static peak's nominal executor-seconds: peak executors x the run's durat
 (against the clairvoyant floor, ``strategies.clairvoyant_bound``), ``reconfigurations`` (acknowledged executor
 changes), ``lost`` / ``duplicated`` (records, sink vs trace), ``predicted_violations_pct`` /
 ``predicted_core_s``: what the micro-batch engine model fitted from the run predicts for its executor series
-(``prediction.engine_prediction``; None when it cannot be fitted). The record and the summary are shared with
+(``prediction.engine_prediction``; None when it cannot be fitted), ``closed_loop_violations_pct`` /
+``closed_loop_core_s``: what the run's policy does, cold, through the product on that engine
+(``closed_loop.closed_loop_prediction``; product runs only, else None). The record and the summary are shared with
 ``bench_flink`` (``benchmarks.live``).
 """
 
@@ -48,6 +50,8 @@ def json_rows(
             r.duplicated,
             r.engine_violations_pct,
             r.engine_core_s,
+            r.closed_loop_violations_pct,
+            r.closed_loop_core_s,
         )
         for rep, r in runs
     ]

@@ -88,6 +88,10 @@ class RunResult:
     engine_violations_pct: float | None = None
     engine_latency_mean_s: float | None = None
     engine_core_s: float | None = None
+    #: what the run's policy itself does, cold, through the product on the engine fitted from the run
+    #: (``closed_loop.closed_loop_prediction``; product runs only): violations % of periods, executor-core-s
+    closed_loop_violations_pct: float | None = None
+    closed_loop_core_s: float | None = None
     mu_per_executor: float = 0.0
     error: str = ""
     series: list[dict[str, Any]] = field(default_factory=list)

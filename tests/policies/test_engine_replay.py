@@ -101,8 +101,10 @@ def test_runs_that_changed_executors_replay_to_their_violations_with_the_learned
     """Sim-to-real on the recorded runs that changed executors (ds2: 1-3-6, model-based-trend: 1-3-6, the linear
     variant: 1-2-3): the engine model fitted from each run's periods, replayed on its executor series, predicts
     its violated periods within the issue's 10 points. With linear scaling (exponent held at 1) ds2 and
-    model-based-trend were each 31 points off (12 % and 62 % against 44 % and 31 %): on that loaded machine
-    (load 6-21 on 2 cores) 6 executors did little more than 3, and the fit learns an exponent well below 1."""
+    model-based-trend were 31 and 25 points off (12 % and 56 % against 44 % and 31 %; 62 % before a batch
+    after an empty trigger counted its records' wait from that trigger, not from the batch before it): on that
+    loaded machine (load 6-21 on 2 cores) 6 executors did little more than 3, and the fit learns an exponent
+    well below 1."""
     cfg = recorded["config"]
     for strategy in ("ds2", "model-based-trend", "model-based-trend-linear"):
         series = next(r["series"] for r in recorded["runs"] if r["strategy"] == strategy)
@@ -120,4 +122,4 @@ def test_runs_that_changed_executors_replay_to_their_violations_with_the_learned
             with pytest.MonkeyPatch.context() as mp:
                 mp.setattr(engine_model, "SCALING_EXPONENTS", (1.0,))
                 linear = engine_prediction(series, cfg["interval_s"], cfg["r_max_s"], cfg["partitions"])
-            assert linear is not None and abs(linear[0] - measured) > 25.0, (strategy, linear, measured)
+            assert linear is not None and abs(linear[0] - measured) >= 25.0, (strategy, linear, measured)

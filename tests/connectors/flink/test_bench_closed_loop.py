@@ -56,7 +56,7 @@ def test_the_policy_decides_the_deployment_not_the_recording():
     recorded_otherwise = [{**row, "parallelism_during": {"splitter": 6.0, "counter": 6.0}} for row in step]
     assert _predict(recorded_otherwise) == predicted
     # after the step the counter runs 2 subtasks or more: above 1 + 1 slots in every period after the reaction
-    assert predicted.slot_s > _predict(flat).slot_s + 10 * 10.0
+    assert predicted.replica_s > _predict(flat).replica_s + 10 * 10.0
     assert predicted.reconfigurations >= 1
     # what the replay registered is gone again
     assert not Application.objects.filter(name__startswith="flink-replay").exists()
@@ -83,4 +83,4 @@ def test_on_the_engine_fitted_from_a_real_run_the_policy_meets_its_budget_under_
     run = next(r for r in data["runs"] if r["strategy"] == "product:model-based-trend")
     predicted = _predict(run["series"], "product:model-based-trend")
     assert predicted.violations_pct <= 5.0, predicted
-    assert predicted.slot_s < 2425.0, predicted
+    assert predicted.replica_s < 2425.0, predicted
