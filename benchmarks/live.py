@@ -16,8 +16,10 @@ there is no such simulation, e.g. Spark, a pre-trained or a non-policy strategy)
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -45,6 +47,46 @@ JSON_KEYS = (
 def round_or_none(x: float | None, digits: int) -> float | None:
     """``x`` rounded; None for None or a non-finite number (JSON has no NaN)."""
     return None if x is None or not math.isfinite(x) else round(float(x), digits)
+
+
+def rows_to_fill(json_path: str | None, unit: str) -> tuple[list[dict[str, Any]], dict[tuple, dict], str]:
+    """``--predict-from``'s rows of ``--json PATH`` (none without a path), the same by (strategy, run), and the
+    table's header (core-seconds in ``unit``); CommandError naming the file when it cannot be read."""
+    from django.core.management.base import CommandError
+
+    rows: list[dict[str, Any]] = []
+    if json_path:
+        try:
+            rows = json.loads(Path(json_path).read_text())
+        except (OSError, ValueError) as exc:
+            raise CommandError(f"--json: {json_path}: {exc}") from None
+    header = (
+        f"| strategy | run | violations % measured (replayed; closed loop) | {unit} measured (replayed; closed "
+        "loop) |\n|---|---|---|---|"
+    )
+    return rows, {(row["strategy"], row["run"]): row for row in rows}, header
+
+
+def predicted_row(
+    row: dict[str, Any] | None,
+    name: str,
+    run: int,
+    predicted: tuple[float | None, float | None],
+    closed_loop: tuple[float | None, float | None],
+) -> str:
+    """``--predict-from``'s table line of one run (measured, then replayed and closed-loop violations % and
+    core-seconds), filling the ``predicted_*`` / ``closed_loop_*`` keys of its JSON ``row`` when there is one."""
+    if row is not None:
+        row["predicted_violations_pct"] = round_or_none(predicted[0], 2)
+        row["predicted_core_s"] = round_or_none(predicted[1], 1)
+        row["closed_loop_violations_pct"] = round_or_none(closed_loop[0], 2)
+        row["closed_loop_core_s"] = round_or_none(closed_loop[1], 1)
+    measured = row or {}
+    return (
+        f"| {name} | {run} | {measured.get('violations_pct', '-')} ({fmt(predicted[0], 1)}; "
+        f"{fmt(closed_loop[0], 1)}) | {measured.get('core_s', '-')} ({fmt(predicted[1], 0)}; "
+        f"{fmt(closed_loop[1], 0)}) |"
+    )
 
 
 def _ratio(x: float, base: float | None) -> float | None:

@@ -216,6 +216,13 @@ class SimulatedApplication:
                 rates[name] = sum(rates[p] * self._by_name[p].selectivity for p in preds)
         return rates
 
+    def inflow(self, preds: list[SimOperator], served_rate: dict[str, float], slot: int) -> float:
+        """An operator's inflow (tuples/s) in slot ``slot``: what its predecessors ``preds`` served
+        (``served_rate``, tuples/s) times their selectivity; the trace's rate at a source (no predecessor)."""
+        if preds:
+            return sum(served_rate[p.name] * p.selectivity for p in preds)
+        return self.source_rate(slot)
+
     def paths(self) -> list[list[str]]:
         """Every source-to-sink path (lists of operator names; computed once per application)."""
         return [list(path) for path in self._paths]
@@ -320,10 +327,7 @@ class SimulatedMonitor(Monitor):
         ops: dict[str, OperatorMetrics] = {}
         for op, preds in self.app.in_order():
             name = op.name
-            if preds:
-                inflow = sum(served_rate[p.name] * p.selectivity for p in preds)
-            else:
-                inflow = self.app.source_rate(period.slot)
+            inflow = self.app.inflow(preds, served_rate, period.slot)
             dep = {t: n for t, n in deployments.get(name, {}).items() if n > 0}
             b0 = float(backlog.get(name, 0.0))
             if not dep:  # no replica: everything queues
@@ -370,10 +374,7 @@ class SimulatedMonitor(Monitor):
         ops: dict[str, OperatorMetrics] = {}
         for op, preds in self.app.in_order():
             name = op.name
-            if preds:
-                inflow = sum(served_rate[p.name] * p.selectivity for p in preds)
-            else:
-                inflow = self.app.source_rate(period.slot)
+            inflow = self.app.inflow(preds, served_rate, period.slot)
             dep = deployments.get(name, {})
             if op.kind != "operator":
                 ops[name] = _operator_metrics(op, dep, inflow, self.app.speedups, period.length_s)

@@ -32,7 +32,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmarks.flink.prediction import CONTROLLED, arrivals, fitted_models, latency_offset
-from benchmarks.loop.replay import ClosedLoopPrediction, count_ledger, replay_ledger
+from benchmarks.loop.replay import (
+    ClosedLoopPrediction,
+    ReplayRun,
+    count_ledger,
+    replay_application,
+    replay_ledger,
+)
 
 SCENARIO = "flink-replay"
 APPLICATION = "flink-replay-wordcount"
@@ -54,18 +60,9 @@ class EngineFit:
 
 
 @dataclass(frozen=True)
-class ReplaySettings:
-    """What the replay's manifest takes from the run's own: ``om_policy`` (``spec.policies.om``), ``r_max_s``
-    (s), ``eta_v`` / ``eta_r`` (fractions), ``period_s`` (T_OM, s), ``am_period_s`` (T_AM, s), ``k_max``
-    (subtasks per operator), ``slots`` (task slots of the one TaskManager)."""
+class ReplaySettings(ReplayRun):
+    """The run's own settings (``ReplayRun``) and ``slots``, the task slots of the one TaskManager."""
 
-    om_policy: dict[str, Any]
-    r_max_s: float
-    eta_v: float
-    eta_r: float
-    period_s: float
-    am_period_s: float
-    k_max: int
     slots: int
 
 
@@ -105,28 +102,14 @@ def documents(fit: EngineFit, trace_path: str, run: ReplaySettings) -> list[dict
         {"name": "counter", "maxParallelism": run.k_max, "serviceTimeMs": fit.service_s["counter"] * 1000.0},
         {"name": OPERATORS[-1], "kind": "sink"},
     ]
-    app = {
-        "apiVersion": "autoscaler/v1",
-        "kind": "Application",
-        "metadata": {"name": APPLICATION},
-        "spec": {
-            "engine": "simulated",
-            "connector": {
-                "trace": trace_path,
-                "downtimeS": fit.downtime_s,
-                "backlog": True,
-                "latencyOffsetMs": fit.latency_offset_s * 1000.0,
-                "pathLatencyOnly": True,
-            },
-            "slo": {"rMaxMs": run.r_max_s * 1000.0, "etaV": run.eta_v, "etaR": run.eta_r},
-            "operators": ops,
-            "streams": [[a, b] for a, b in zip(OPERATORS, OPERATORS[1:], strict=False)],
-            "policies": {"om": run.om_policy},
-            "periods": {"omS": run.period_s, "amS": run.am_period_s},
-            "regions": [region],
-            "state": "running",
-        },
+    connector = {
+        "trace": trace_path,
+        "downtimeS": fit.downtime_s,
+        "backlog": True,
+        "latencyOffsetMs": fit.latency_offset_s * 1000.0,
+        "pathLatencyOnly": True,
     }
+    app = replay_application(APPLICATION, connector, ops, region, run)
     catalog = catalog_document(
         CATALOG, run.slots, "bench_flink's closed-loop prediction: the bench's TaskManager"
     )

@@ -34,7 +34,7 @@ from benchmarks.flink.runner import (
     measured_capacity,
     run_benchmark,
 )
-from benchmarks.live import fmt, round_or_none
+from benchmarks.live import predicted_row, rows_to_fill
 from policies.paths import taxi_trace
 
 DEFAULT_JSON = Path(settings.BASE_DIR) / "docs" / "results" / "bench_flink.json"
@@ -242,32 +242,19 @@ class Command(BaseCommand):
             runs = json.loads(series_path.read_text())
         except (OSError, ValueError) as exc:
             raise CommandError(f"--predict-from: {series_path}: {exc}") from None
-        rows = []
-        if json_path:
-            try:
-                rows = json.loads(Path(json_path).read_text())
-            except (OSError, ValueError) as exc:
-                raise CommandError(f"--json: {json_path}: {exc}") from None
-        by_key = {(row["strategy"], row["run"]): row for row in rows}
-        self.stdout.write(
-            "| strategy | run | violations % measured (replayed; closed loop) | "
-            "slot-s measured (replayed; closed loop) |\n|---|---|---|---|"
-        )
+        rows, by_key, header = rows_to_fill(json_path, "slot-s")
+        self.stdout.write(header)
         for run in runs:
             r = RunResult(run["strategy"], series=run["series"])
             r.predict(cfg, eta_v, eta_r)
-            row = by_key.get((run["strategy"], run["run"]))
-            if row is not None:
-                row["predicted_violations_pct"] = round_or_none(r.predicted_violations_pct, 2)
-                row["predicted_core_s"] = round_or_none(r.predicted_slot_s, 1)
-                row["closed_loop_violations_pct"] = round_or_none(r.closed_loop_violations_pct, 2)
-                row["closed_loop_core_s"] = round_or_none(r.closed_loop_slot_s, 1)
-            measured = row or {}
             self.stdout.write(
-                f"| {run['strategy']} | {run['run']} | {measured.get('violations_pct', '-')} "
-                f"({fmt(r.predicted_violations_pct, 1)}; {fmt(r.closed_loop_violations_pct, 1)}) | "
-                f"{measured.get('core_s', '-')} ({fmt(r.predicted_slot_s, 0)}; "
-                f"{fmt(r.closed_loop_slot_s, 0)}) |"
+                predicted_row(
+                    by_key.get((run["strategy"], run["run"])),
+                    run["strategy"],
+                    run["run"],
+                    (r.predicted_violations_pct, r.predicted_slot_s),
+                    (r.closed_loop_violations_pct, r.closed_loop_slot_s),
+                )
             )
         if json_path:
             Path(json_path).write_text(json.dumps(rows, indent=1) + "\n")

@@ -20,6 +20,21 @@ from typing import Any
 
 
 @dataclass(frozen=True)
+class ReplayRun:
+    """What a replay's manifest takes from the live run's own: ``om_policy`` (``spec.policies.om``),
+    ``r_max_s`` (s), ``eta_v`` / ``eta_r`` (fractions), ``period_s`` (T_OM, s), ``am_period_s`` (T_AM, s),
+    ``k_max`` (replicas per operator at most); each engine adds its own."""
+
+    om_policy: dict[str, Any]
+    r_max_s: float
+    eta_v: float
+    eta_r: float
+    period_s: float
+    am_period_s: float
+    k_max: int
+
+
+@dataclass(frozen=True)
 class ClosedLoopPrediction:
     """What the product's ledger recorded for the simulated run: ``violations`` (periods whose worst path
     exceeded R_max) and ``violations_pct`` (% of the ``complete`` periods), ``replica_s`` (replica-seconds of
@@ -31,6 +46,30 @@ class ClosedLoopPrediction:
     periods: int
     complete: int
     violations: int = 0
+
+
+def replay_application(
+    name: str, connector: dict[str, Any], operators: list[dict[str, Any]], region: str, run: ReplayRun
+) -> dict[str, Any]:
+    """The replay's Application document: ``operators`` in a chain (in their order) on ``engine: simulated``
+    with ``connector``, in ``region``, under the live run's SLO, OM policy and periods (``run``)."""
+    names = [op["name"] for op in operators]
+    return {
+        "apiVersion": "autoscaler/v1",
+        "kind": "Application",
+        "metadata": {"name": name},
+        "spec": {
+            "engine": "simulated",
+            "connector": connector,
+            "slo": {"rMaxMs": run.r_max_s * 1000.0, "etaV": run.eta_v, "etaR": run.eta_r},
+            "operators": operators,
+            "streams": [[a, b] for a, b in zip(names, names[1:], strict=False)],
+            "policies": {"om": run.om_policy},
+            "periods": {"omS": run.period_s, "amS": run.am_period_s},
+            "regions": [region],
+            "state": "running",
+        },
+    }
 
 
 def replay_ledger(

@@ -24,7 +24,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from benchmarks.loop.replay import ClosedLoopPrediction, count_ledger, replay_ledger
+from benchmarks.loop.replay import (
+    ClosedLoopPrediction,
+    ReplayRun,
+    count_ledger,
+    replay_application,
+    replay_ledger,
+)
 from policies.engine_model import Fit
 
 from .prediction import engine_model
@@ -36,18 +42,10 @@ OPERATOR = "taxi"
 
 
 @dataclass(frozen=True)
-class SparkReplaySettings:
-    """What the replay's manifest takes from the run's own: ``om_policy`` (``spec.policies.om``), ``r_max_s``
-    (s), ``eta_v`` / ``eta_r`` (fractions), ``period_s`` (T_OM, s), ``am_period_s`` (T_AM, s), ``k_max``
-    (executors at most), ``interval_s`` (trigger interval, s), ``partitions``."""
+class SparkReplaySettings(ReplayRun):
+    """The run's own settings (``ReplayRun``; ``k_max``: executors at most), ``interval_s`` (trigger interval,
+    s) and ``partitions``."""
 
-    om_policy: dict[str, Any]
-    r_max_s: float
-    eta_v: float
-    eta_r: float
-    period_s: float
-    am_period_s: float
-    k_max: int
     interval_s: float
     partitions: int | None
 
@@ -61,7 +59,8 @@ def documents(fit: Fit, trace_path: str, run: SparkReplaySettings) -> list[dict[
     """The replay's manifests: the bench's application on the fitted simulated engine (module doc)."""
     from benchmarks.loop.scenarios import deployment_documents, region_name
 
-    from .runner import PRICE_PER_CORE_HOUR, PROFILE
+    from .product import catalog_document
+    from .runner import PROFILE
 
     region = region_name(SCENARIO)
     micro_batch: dict[str, Any] = {
@@ -74,48 +73,19 @@ def documents(fit: Fit, trace_path: str, run: SparkReplaySettings) -> list[dict[
     }
     if run.partitions:
         micro_batch["partitions"] = run.partitions
-    app = {
-        "apiVersion": "autoscaler/v1",
-        "kind": "Application",
-        "metadata": {"name": APPLICATION},
-        "spec": {
-            "engine": "simulated",
-            "connector": {"trace": trace_path, "microBatch": micro_batch},
-            "slo": {"rMaxMs": run.r_max_s * 1000.0, "etaV": run.eta_v, "etaR": run.eta_r},
-            "operators": [
-                {"name": "src", "kind": "source"},
-                {
-                    "name": OPERATOR,
-                    "kind": "operator",
-                    "maxParallelism": run.k_max,
-                    "serviceTimeMs": fit.cost_s_per_record * 1000.0,
-                },
-                {"name": "sink", "kind": "sink"},
-            ],
-            "streams": [["src", OPERATOR], [OPERATOR, "sink"]],
-            "policies": {"om": run.om_policy},
-            "periods": {"omS": run.period_s, "amS": run.am_period_s},
-            "regions": [region],
-            "state": "running",
+    operators = [
+        {"name": "src", "kind": "source"},
+        {
+            "name": OPERATOR,
+            "kind": "operator",
+            "maxParallelism": run.k_max,
+            "serviceTimeMs": fit.cost_s_per_record * 1000.0,
         },
-    }
-    catalog = {
-        "apiVersion": "autoscaler/v1",
-        "kind": "NodeTypeCatalog",
-        "metadata": {"name": CATALOG},
-        "spec": {
-            "description": "bench_spark's closed-loop prediction: the bench's executor profile",
-            "nodeTypes": [
-                {
-                    "name": PROFILE["name"],
-                    "cores": PROFILE["cores"],
-                    "memoryMiB": PROFILE["memoryMiB"],
-                    "speedup": 1.0,
-                    "pricePerHour": PRICE_PER_CORE_HOUR,
-                }
-            ],
-        },
-    }
+        {"name": "sink", "kind": "sink"},
+    ]
+    connector = {"trace": trace_path, "microBatch": micro_batch}
+    app = replay_application(APPLICATION, connector, operators, region, run)
+    catalog = catalog_document(CATALOG, "bench_spark's closed-loop prediction: the bench's executor profile")
     region_doc = {
         "apiVersion": "autoscaler/v1",
         "kind": "Region",

@@ -350,7 +350,7 @@ class Command(BaseCommand):
     def _predict_from(self, series_path: Path, json_path: str | None, eta_v: float, eta_r: float) -> None:
         """``--predict-from``: the predictions of every product run of a series file, beside its measured
         outcome (and filled into ``json_path``'s rows of the same strategy and run)."""
-        from benchmarks.live import round_or_none
+        from benchmarks.live import predicted_row, rows_to_fill
         from benchmarks.spark.prediction import engine_prediction
         from benchmarks.spark.product import predict_closed_loop
         from benchmarks.spark.runner import BenchConfig, RunResult
@@ -367,17 +367,8 @@ class Command(BaseCommand):
             runs = recorded["runs"]
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise CommandError(f"--predict-from: {series_path}: {exc!r}") from None
-        rows = []
-        if json_path:
-            try:
-                rows = json.loads(Path(json_path).read_text())
-            except (OSError, ValueError) as exc:
-                raise CommandError(f"--json: {json_path}: {exc}") from None
-        by_key = {(row["strategy"], row["run"]): row for row in rows}
-        self.stdout.write(
-            "| strategy | run | violations % measured (replayed; closed loop) | "
-            "executor-core-s measured (replayed; closed loop) |\n|---|---|---|---|"
-        )
+        rows, by_key, header = rows_to_fill(json_path, "executor-core-s")
+        self.stdout.write(header)
         seen: dict[str, int] = {}
         for run in runs:
             name = run["strategy"]
@@ -390,17 +381,14 @@ class Command(BaseCommand):
             if eng is not None:
                 res.engine_violations_pct, _, res.engine_core_s = eng
             predict_closed_loop(res, cfg, name.removeprefix(PREFIX), eta_v, eta_r, 10 * cfg.period_s)
-            row = by_key.get((name, number))
-            if row is not None:
-                row["predicted_violations_pct"] = round_or_none(res.engine_violations_pct, 2)
-                row["predicted_core_s"] = round_or_none(res.engine_core_s, 1)
-                row["closed_loop_violations_pct"] = round_or_none(res.closed_loop_violations_pct, 2)
-                row["closed_loop_core_s"] = round_or_none(res.closed_loop_core_s, 1)
-            measured = row or {}
             self.stdout.write(
-                f"| {name} | {number} | {measured.get('violations_pct', '-')} "
-                f"({fmt(res.engine_violations_pct, 1)}; {fmt(res.closed_loop_violations_pct, 1)}) | "
-                f"{measured.get('core_s', '-')} ({fmt(res.engine_core_s, 0)}; {fmt(res.closed_loop_core_s, 0)}) |"
+                predicted_row(
+                    by_key.get((name, number)),
+                    name,
+                    number,
+                    (res.engine_violations_pct, res.engine_core_s),
+                    (res.closed_loop_violations_pct, res.closed_loop_core_s),
+                )
             )
         if json_path:
             Path(json_path).write_text(json.dumps(rows, indent=1) + "\n")

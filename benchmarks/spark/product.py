@@ -95,6 +95,23 @@ class ControlPlane:
         self.server.server_close()
 
 
+def catalog_document(name: str, description: str) -> dict[str, Any]:
+    """A catalog ``name`` of the harness strategies' executor profile (``runner.PROFILE``, priced per core-hour)."""
+    node_type = {
+        "name": PROFILE["name"],
+        "cores": PROFILE["cores"],
+        "memoryMiB": PROFILE["memoryMiB"],
+        "speedup": 1.0,
+        "pricePerHour": PRICE_PER_CORE_HOUR,
+    }
+    return {
+        "apiVersion": "autoscaler/v1",
+        "kind": "NodeTypeCatalog",
+        "metadata": {"name": name},
+        "spec": {"description": description, "nodeTypes": [node_type]},
+    }
+
+
 def documents(
     cfg: BenchConfig, policy: str, master_url: str, eta_v: float, eta_r: float, am_period_s: float
 ) -> list[dict[str, Any]]:
@@ -103,23 +120,7 @@ def documents(
 
     spec_om = om_choice(policy)  # a preset (model-based-trend) as its base policy and parameters
     docs: list[dict[str, Any]] = [
-        {
-            "apiVersion": "autoscaler/v1",
-            "kind": "NodeTypeCatalog",
-            "metadata": {"name": CATALOG},
-            "spec": {
-                "description": "bench_spark: the harness's executor profile",
-                "nodeTypes": [
-                    {
-                        "name": PROFILE["name"],
-                        "cores": PROFILE["cores"],
-                        "memoryMiB": PROFILE["memoryMiB"],
-                        "speedup": 1.0,
-                        "pricePerHour": PRICE_PER_CORE_HOUR,
-                    }
-                ],
-            },
-        },
+        catalog_document(CATALOG, "bench_spark: the harness's executor profile"),
         {
             "apiVersion": "autoscaler/v1",
             "kind": "Region",
