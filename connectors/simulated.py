@@ -246,7 +246,11 @@ class FluidState:
 
     @classmethod
     def from_dict(cls, value: dict[str, Any] | None) -> FluidState:
-        return cls(**value) if value else cls()
+        """The state :meth:`to_dict` saved; empty queues for none, or for another mode's state (an application
+        switched from ``microBatch`` to ``backlog``)."""
+        if not value or "backlog" not in value:
+            return cls()
+        return cls(**value)
 
     def to_dict(self) -> dict[str, Any]:
         return {

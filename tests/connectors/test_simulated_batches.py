@@ -111,3 +111,15 @@ def test_the_manifest_setting_runs_the_query_and_refuses_what_cannot_go_with_it(
         assert errors, bad
         text = " ".join(str(e) for e in errors)
         assert field in text and reason in text, text
+
+
+def test_switching_between_the_micro_batch_and_the_fluid_mode_starts_from_empty_queues(tmp_path):
+    """The state store keeps one mode's state; the other mode reads it as empty queues, never fails."""
+    store = JsonFileStore(tmp_path / "engine.json")
+    SimulatedConnector(_app([150.0]), INITIAL, store).monitor.collect(_period(1))
+    fluid = _app([50.0])
+    fluid.micro_batch, fluid.carry_backlog = None, True
+    period = SimulatedConnector(fluid, INITIAL, store).monitor.collect(_period(2))
+    assert period.complete and period.operators["taxi"].backlog == pytest.approx(0.0)
+    again = SimulatedConnector(_app([50.0]), INITIAL, store).monitor.collect(_period(3))
+    assert again.operators["taxi"].complete
