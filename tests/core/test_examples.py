@@ -25,6 +25,7 @@ def test_examples_apply_cleanly_and_idempotently(alice, capsys):
     assert set(m.Application.objects.filter(owner=alice).values_list("name", flat=True)) == {
         "wordcount",
         "taxi-sim",
+        "taxi-microbatch-sim",
         "paper-a-pipeline",
         "paper-b-diamond",
         "paper-c-multisink",
