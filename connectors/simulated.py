@@ -200,6 +200,12 @@ class SimulatedApplication:
         for src, dst in self.streams:
             self._preds[dst].append(src)
         self._by_name = {op.name: op for op in self.operators}
+        #: with ``micro_batch``: each scaled operator's query engine, at its own per-record cost
+        self.queries = {
+            op.name: dataclasses.replace(self.micro_batch, cost_s_per_record=op.service_mean_s)
+            for op in self.operators
+            if self.micro_batch is not None and op.kind == "operator"
+        }
         self._paths = source_to_sink_paths(names, self.streams)
 
     def source_rate(self, slot: int) -> float:
@@ -368,8 +374,6 @@ class SimulatedMonitor(Monitor):
         """Run every scaled operator's micro-batch query over ``period`` (module doc; sources and sinks as
         stationary queues) and return every operator's metrics. The queries' state is saved to the realizer's
         store; a repeated collect of a slot starts from the state before it."""
-        engine = self.app.micro_batch
-        assert engine is not None
         store = self.realizer.store
         saved = store.load_queue() or {}
         queries = (saved.get("before") if saved.get("slot") == period.slot else saved.get("queries")) or {}
@@ -384,12 +388,12 @@ class SimulatedMonitor(Monitor):
                 ops[name] = _operator_metrics(op, dep, inflow, self.app.speedups, period.length_s)
                 served_rate[name] = ops[name].processing_rate or 0.0
                 continue
+            query = self.app.queries[name]
             state = (
                 QueryState.from_dict(queries[name])
                 if name in queries
-                else QueryState.starting(engine, period.start)
+                else QueryState.starting(query, period.start)
             )
-            query = dataclasses.replace(engine, cost_s_per_record=op.service_mean_s)
             ops[name], served_rate[name] = run_query(
                 query, state, name, period, dep, inflow, self.app.speedups
             )

@@ -9,7 +9,8 @@ from the batches that started in the period:
 - input rate = the inflow (records/s); processing rate = records of those batches over the period (records/s);
 - utilisation = the sum of their durations over the period, capped at 1;
 - response time (s) = their record-weighted mean latency (with the engine's latency offset); a period in which no
-  batch starts because one runs since before it is overload: utilisation 1, the latency of that running batch;
+  batch starts because one runs since before it is overload: utilisation 1, the latency of that running batch
+  (a period without a batch and without one running, nothing having arrived, is incomplete, as on Spark);
 - backlog = records waiting for a batch at the end; service time = busy time x executors / records (s);
 - the micro-batch fields the engine model learns from: mean batch duration (s), mean records per batch, the
   partitions and the trigger interval (s).
@@ -89,7 +90,9 @@ def run_query(
             reason="operator has no running replica",
             cause=Cause.NO_RUNNING_REPLICA,
         ), 0.0
-    if not batches and clock.last is None:
+    last = clock.last
+    running_since_before = last is not None and last["start"] + last["duration_s"] > period.start
+    if not batches and not running_since_before:  # nothing arrived to read
         return OperatorMetrics(
             name, dep, complete=False, reason="no micro-batch in this period", cause=Cause.METRICS_MISSING
         ), 0.0
@@ -105,7 +108,7 @@ def run_query(
             input_rate=inflow,
             processing_rate=0.0,
             utilisation=1.0,
-            response_time_s=float(clock.last["latency_s"]) if clock.last else None,
+            response_time_s=float(last["latency_s"]) if last else None,
             reason="a micro-batch runs since before the period",
             **common,
         ), 0.0

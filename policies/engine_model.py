@@ -305,12 +305,8 @@ class MicroBatchModel:
         measured penalty; with ``scale_in``, the penalty measured after changes that removed executors)."""
         f = self._params()
         e = effective_parallelism(executors, partitions, speed, f.scaling_exponent)
-        if e <= 0:
-            return math.inf
-        d = f.overhead_s + f.cost_s_per_record * records / e
-        if not settling:
-            return d
-        return d * (f.scale_in_penalty if scale_in else f.penalty)
+        factor = (f.scale_in_penalty if scale_in else f.penalty) if settling else 1.0
+        return batch_duration_s(f.overhead_s, f.cost_s_per_record, records, e, factor)
 
     def predict_batch_s(
         self,
@@ -530,6 +526,16 @@ class MicroBatchModel:
         except TypeError as exc:
             raise ValueError(f"engine model state: malformed samples ({exc})") from exc
         return model
+
+
+def batch_duration_s(
+    overhead_s: float, cost_s_per_record: float, records: float, parallelism: float, factor: float = 1.0
+) -> float:
+    """Duration (s) of one batch of ``records`` on ``parallelism`` effective executors: ``(overhead + cost x
+    records / parallelism) x factor`` (the post-change penalty, 1 when settled); ``inf`` without parallelism."""
+    if parallelism <= 0:
+        return math.inf
+    return (overhead_s + cost_s_per_record * records / parallelism) * factor
 
 
 def steady_batch_s(

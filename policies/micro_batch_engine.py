@@ -25,7 +25,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from policies.engine_model import SETTLE_PERIODS, Fit, effective_parallelism
+from policies.engine_model import SETTLE_PERIODS, Fit, batch_duration_s, effective_parallelism
 
 #: guard of one period's batch loop (batches of one period)
 MAX_BATCHES_PER_PERIOD = 10_000
@@ -97,12 +97,8 @@ class MicroBatchEngine:
         """Duration (s) of one batch of ``records`` on ``executors`` of relative ``speed``; ``settling``: in
         the periods after an executor change (x ``scale_in_penalty`` with ``scale_in``, else x ``penalty``)."""
         e = effective_parallelism(executors, self.partitions, speed, self.scaling_exponent)
-        if e <= 0:
-            return math.inf
-        d = self.overhead_s + self.cost_s_per_record * records / e
-        if settling:
-            d *= self.scale_in_penalty if scale_in else self.penalty
-        return d
+        factor = (self.scale_in_penalty if scale_in else self.penalty) if settling else 1.0
+        return batch_duration_s(self.overhead_s, self.cost_s_per_record, records, e, factor)
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ from connectors.simulated import (
     SimulatedRealizer,
 )
 from connectors.traces import TraceNotAllowed, read_rates, resolve_trace
+from policies.engine_model import SETTLE_PERIODS
 from policies.micro_batch_engine import MicroBatchEngine
 
 #: service time (s) of operators the control plane does not scale (no Deployment): never a bottleneck
@@ -232,7 +233,7 @@ def micro_batch_engine(settings: dict | None, cost_s_per_record: float) -> Micro
         scaling_exponent=float(settings.get("scalingExponent", 1.0)),
         penalty=float(settings.get("penalty", 1.0)),
         scale_in_penalty=float(settings.get("scaleInPenalty", 1.0)),
-        settle_periods=int(settings.get("settlePeriods", 2)),
+        settle_periods=int(settings.get("settlePeriods", SETTLE_PERIODS)),
         latency_offset_s=float(settings.get("latencyOffsetMs", 0.0)) / 1000.0,
     )
 

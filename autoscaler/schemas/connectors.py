@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 
 from connectors.simulated import SIMULATED_SERVICE_MS
 from connectors.traces import TraceNotAllowed, resolve_trace
+from policies.engine_model import SETTLE_PERIODS
 
 from .common import SpecModel
 from .errors import FieldError, from_pydantic
@@ -80,7 +81,7 @@ class MicroBatchSettings(SpecModel):
     scaling_exponent: float = Field(default=1.0, gt=0, le=1.0)
     penalty: float = Field(default=1.0, gt=0, le=100.0)
     scale_in_penalty: float = Field(default=1.0, gt=0, le=100.0)
-    settle_periods: int = Field(default=2, ge=0, le=100)
+    settle_periods: int = Field(default=SETTLE_PERIODS, ge=0, le=100)
     latency_offset_ms: float = Field(default=0.0, ge=-3_600_000.0, le=3_600_000.0)
 
 

@@ -87,7 +87,7 @@ def documents(fit: EngineFit, trace_path: str, run: ReplaySettings) -> list[dict
     """The replay's manifests: the bench's application on the fitted simulated engine (module doc)."""
     from benchmarks.flink.product import catalog_document
     from benchmarks.flink.runner import taskmanager_type
-    from benchmarks.loop.scenarios import deployment_documents, region_name
+    from benchmarks.loop.scenarios import deployment_documents, region_document, region_name
 
     node_type = taskmanager_type(run.slots)
     region = region_name(SCENARIO)
@@ -113,12 +113,7 @@ def documents(fit: EngineFit, trace_path: str, run: ReplaySettings) -> list[dict
     catalog = catalog_document(
         CATALOG, run.slots, "bench_flink's closed-loop prediction: the bench's TaskManager"
     )
-    region_doc = {
-        "apiVersion": "autoscaler/v1",
-        "kind": "Region",
-        "metadata": {"name": region},
-        "spec": {"catalog": CATALOG, "maxNodes": 1, "maxNewNodesPerPeriod": 1, "provisioningDelayS": 0},
-    }
+    region_doc = region_document(SCENARIO, 1, 1, 0.0, CATALOG)
     return [catalog, region_doc, app, *deployment_documents(app, region, node_type)]
 
 

@@ -37,7 +37,8 @@ class ReplayRun:
 @dataclass(frozen=True)
 class ClosedLoopPrediction:
     """What the product's ledger recorded for the simulated run: ``violations`` (periods whose worst path
-    exceeded R_max) and ``violations_pct`` (% of the ``complete`` periods), ``replica_s`` (replica-seconds of
+    exceeded R_max) and ``violations_pct`` (% of the ``complete`` periods, or of all with ``over_all_periods``
+    in :func:`count_ledger`), ``replica_s`` (replica-seconds of
     the counted operators: slot-seconds on Flink, executor-seconds on Spark), ``reconfigurations``, ``periods``."""
 
     violations_pct: float
@@ -45,7 +46,7 @@ class ClosedLoopPrediction:
     reconfigurations: int
     periods: int
     complete: int
-    violations: int = 0
+    violations: int
 
 
 def replay_application(
@@ -110,9 +111,12 @@ def count_ledger(
     period_s: float,
     r_max_s: float,
     operators: Sequence[str],
+    replica_cores: float = 1.0,
+    over_all_periods: bool = False,
 ) -> ClosedLoopPrediction:
     """Count ``periods`` periods of a ledger from ``first_slot`` (module doc): replica-seconds of
-    ``operators`` (each starting at 1 replica), violations among the complete periods."""
+    ``operators`` (each starting at 1 replica) times ``replica_cores``, violations in % of the complete periods
+    (Flink's count), or of all periods with ``over_all_periods`` (Spark's, ``benchmarks.spark.runner.finish``)."""
     running = dict.fromkeys(operators, 1)
     replica_s = 0.0
     complete = violations = reconfigurations = 0
@@ -137,5 +141,8 @@ def count_ledger(
                     dep = (result.get("deployments") or {}).get(op)
                     if dep:
                         running[op] = sum(int(n) for n in dep.values())
-    pct = 100.0 * violations / complete if complete else float("nan")
-    return ClosedLoopPrediction(pct, replica_s, reconfigurations, periods, complete, violations)
+    base = periods if over_all_periods else complete
+    pct = 100.0 * violations / base if base else float("nan")
+    return ClosedLoopPrediction(
+        pct, replica_s * replica_cores, reconfigurations, periods, complete, violations
+    )

@@ -78,13 +78,21 @@ def region_name(scenario: str) -> str:
     return f"bench-loop-{scenario}"
 
 
-def region_document(scenario: str, max_nodes: int = 100, new_per_period: int = 10, delay_s: float = 60.0):
+def region_document(
+    scenario: str,
+    max_nodes: int = 100,
+    new_per_period: int = 10,
+    delay_s: float = 60.0,
+    catalog: str = CATALOG,
+) -> dict[str, Any]:
+    """The scenario's region of ``catalog``: at most ``max_nodes`` nodes, ``new_per_period`` new ones per
+    period, each usable ``delay_s`` s after its request."""
     return {
         "apiVersion": "autoscaler/v1",
         "kind": "Region",
         "metadata": {"name": region_name(scenario)},
         "spec": {
-            "catalog": CATALOG,
+            "catalog": catalog,
             "maxNodes": max_nodes,
             "maxNewNodesPerPeriod": new_per_period,
             "provisioningDelayS": delay_s,

@@ -57,7 +57,7 @@ def fit_engine(series: list[dict[str, Any]], run: SparkReplaySettings) -> Fit | 
 
 def documents(fit: Fit, trace_path: str, run: SparkReplaySettings) -> list[dict[str, Any]]:
     """The replay's manifests: the bench's application on the fitted simulated engine (module doc)."""
-    from benchmarks.loop.scenarios import deployment_documents, region_name
+    from benchmarks.loop.scenarios import deployment_documents, region_document, region_name
 
     from .product import catalog_document
     from .runner import PROFILE
@@ -86,17 +86,7 @@ def documents(fit: Fit, trace_path: str, run: SparkReplaySettings) -> list[dict[
     connector = {"trace": trace_path, "microBatch": micro_batch}
     app = replay_application(APPLICATION, connector, operators, region, run)
     catalog = catalog_document(CATALOG, "bench_spark's closed-loop prediction: the bench's executor profile")
-    region_doc = {
-        "apiVersion": "autoscaler/v1",
-        "kind": "Region",
-        "metadata": {"name": region},
-        "spec": {
-            "catalog": CATALOG,
-            "maxNodes": run.k_max,
-            "maxNewNodesPerPeriod": run.k_max,
-            "provisioningDelayS": 0,
-        },
-    }
+    region_doc = region_document(SCENARIO, run.k_max, run.k_max, 0.0, CATALOG)
     return [catalog, region_doc, app, *deployment_documents(app, region, PROFILE["name"])]
 
 
@@ -115,12 +105,13 @@ def closed_loop_prediction(
     periods = len(series)
     rates = [max(0.0, float(row.get("input_rate") or 0.0)) for row in series]
     ticks, first = replay_ledger(SCENARIO, lambda trace: documents(fit, trace, run), rates, periods, CATALOG)
-    counted = count_ledger(ticks, first, periods, run.period_s, run.r_max_s, (OPERATOR,))
-    return ClosedLoopPrediction(
-        100.0 * counted.violations / periods,
-        counted.replica_s * float(PROFILE["cores"]),
-        counted.reconfigurations,
+    return count_ledger(
+        ticks,
+        first,
         periods,
-        counted.complete,
-        counted.violations,
+        run.period_s,
+        run.r_max_s,
+        (OPERATOR,),
+        float(PROFILE["cores"]),
+        over_all_periods=True,
     )

@@ -93,6 +93,16 @@ def test_a_batch_longer_than_the_period_is_overload_not_missing_data():
     assert math.isfinite(stalled.response_time_s) and stalled.response_time_s > 150.0
 
 
+def test_a_period_with_nothing_to_read_is_incomplete_not_overload():
+    """The rate falls to 0 after a steady period: no batch starts, none runs; the Spark monitor reports no
+    progress, not a stalled query."""
+    conn = SimulatedConnector(_app([50.0, 0.0]), INITIAL)
+    conn.monitor.collect(_period(0))  # slot 0, [-60, 0) s: 50 records/s
+    conn.monitor.collect(_period(1))  # slot 1, [0, 60) s: no arrival; only slot 0's last 5 s run, at 0 s
+    idle = conn.monitor.collect(_period(3)).operators["taxi"]  # slot 3 (trace index 1): nothing to read
+    assert not idle.complete and idle.cause == "metrics_missing" and idle.utilisation is None
+
+
 @pytest.mark.django_db
 def test_the_manifest_setting_runs_the_query_and_refuses_what_cannot_go_with_it():
     from autoscaler.schemas.connectors import validate_connector
