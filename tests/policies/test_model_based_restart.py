@@ -200,3 +200,48 @@ def test_the_catch_up_hold_says_why_and_its_reference_rate_survives_the_agent_st
 def test_restart_aware_must_be_a_boolean() -> None:
     with pytest.raises(ValueError, match="params.restart_aware: must be true or false"):
         ModelBased(_spec(), {"restart_aware": "yes"})
+
+
+def _after_a_low_reading(window: int) -> tuple[int, dict, ModelBased]:
+    """(replicas proposed, the settling note, the policy) for one period read at 55 tuples/s after 12 steady
+    periods at 76-84 tuples/s on 3 replicas, 4-s restarts on 10-s periods, ``restart_rate_window`` ``window``."""
+    policy = ModelBased(_spec(), {**PARAMS, "restart_aware": True, "restart_rate_window": window})
+    for i in range(12):
+        policy.step(_steady(3, 80.0 + 4.0 * (-1) ** i, since=20 + i))
+    proposal = policy.step(_steady(3, 55.0, since=40))
+    return int(proposal.deployment.sum()), proposal.explanation.get("settling") or {}, policy
+
+
+def test_a_scale_in_drains_the_restart_at_the_latest_peak_rate_not_at_one_low_reading() -> None:
+    """Two replicas work 55 tuples/s and a 4-s restart's backlog off within a period (80 >= 55 x 1.4) but not
+    the 84 tuples/s read two periods before (118 needed): one low reading (measurement noise, a dip before a
+    rise) no longer buys a scale-in whose restart the next periods cannot carry. With a window of one period the
+    check reads the latest rate alone, as it did before."""
+    k_latest, _, _ = _after_a_low_reading(1)
+    k_peak, note, policy = _after_a_low_reading(3)
+    assert k_latest == 2
+    assert k_peak == 3 and note["withheld"] == [2] and "4.0 s of arrivals" in note["reason"]
+    restored = ModelBased(_spec(), {**PARAMS, "restart_aware": True})
+    restored.load_state(policy.state_bytes())
+    assert restored._steady_rates == pytest.approx(policy._steady_rates)
+    assert len(restored._steady_rates) == 3 and max(restored._steady_rates) == pytest.approx(84.0)
+
+
+def test_the_drain_checks_read_the_pooled_capacity_not_the_largest_ratio() -> None:
+    """Per-period ratios x / u of 81, 90 and 84 tuples/s per replica (busy 0.5 each): the largest is 90, the
+    pooled sum x / sum u 85. Without a measurement, inf."""
+    from policies.om.model_based import capacity_estimates, typical_capacity
+
+    stats = np.zeros((2, 6))
+    for x in (40.5, 45.0, 42.0):
+        stats[0, :5] += (1.0, x, 0.5, x * x, x * 0.5)
+        stats[0, 5] = max(stats[0, 5], x / 0.5)
+    assert typical_capacity(stats)[0] == pytest.approx(85.0)
+    assert capacity_estimates(stats)[0] >= 90.0
+    assert np.isinf(typical_capacity(stats)[1])
+
+
+@pytest.mark.parametrize("window", [0, 1.5, True, "3"])
+def test_restart_rate_window_must_be_a_positive_integer(window: object) -> None:
+    with pytest.raises(ValueError, match=r"params\.restart_rate_window: must be (>= 1|an integer|a number)"):
+        ModelBased(_spec(), {"restart_rate_window": window})
