@@ -5,7 +5,9 @@ One object per strategy and run (``JSON_KEYS``): ``engine`` ("spark", "flink"), 
 repetition), ``periods`` (control periods measured), ``cold_start`` (False for a ``-pretrained`` variant),
 ``violations_pct`` (% of periods whose end-to-end latency exceeded R_max), ``core_s`` (core-seconds used: Spark
 executor-cores, Flink task slots of the controlled operators), ``core_s_vs_static_peak``, ``core_s_vs_floor``
-(against the clairvoyant floor of the run's rates), ``reconfigurations``, ``lost`` / ``duplicated`` (records, sink
+(against the clairvoyant floor of the run's rates), ``floor_core_s`` (that floor: the core-seconds of every period
+sized for its own mean rate at the per-replica capacity the bench assumes or, on Flink, measured; None in rows
+written before the key existed, whose ``core_s / core_s_vs_floor`` gives it), ``reconfigurations``, ``lost`` / ``duplicated`` (records, sink
 vs trace), ``predicted_violations_pct`` / ``predicted_core_s`` (an engine model's prediction for the run's own
 series: the recorded deployments replayed on the model, so its core-seconds are the run's own for every strategy
 whose deployments the run recorded; None when the engine has none or it cannot be fitted),
@@ -34,6 +36,7 @@ JSON_KEYS = (
     "core_s",
     "core_s_vs_static_peak",
     "core_s_vs_floor",
+    "floor_core_s",
     "reconfigurations",
     "lost",
     "duplicated",
@@ -122,6 +125,7 @@ def record(
         "core_s": round(float(core_s), 1),
         "core_s_vs_static_peak": _ratio(core_s, static_peak_core_s),
         "core_s_vs_floor": _ratio(core_s, floor_core_s),
+        "floor_core_s": round_or_none(floor_core_s, 1),
         "reconfigurations": int(reconfigurations),
         "lost": int(lost),
         "duplicated": int(duplicated),

@@ -61,6 +61,10 @@ def test_the_floor_at_the_measured_capacity_sizes_for_what_a_slot_processed(tmp_
     assert "over 3 complete periods" in note and ": 120 slot-s." in note, note
     assert "| product:model-based-trend | 1 | 110 (110) | 0.92 (0.92) |" in note, note
     assert "no service time measured" in measured_floor_note([(1, RunResult("x"))], cfg, [])
+    # the JSON's floor is the measured one (120 slot-s), and says so in floor_core_s
+    rows = json_rows([(1, peak), (1, prod)], cfg)
+    assert [r["floor_core_s"] for r in rows] == [120.0, 120.0]
+    assert rows[1]["core_s_vs_floor"] == pytest.approx(round(110.0 / 120.0, 3))
 
 
 def test_json_rows_have_exactly_the_issue_keys_and_the_ratios_of_their_repetition(tmp_path):
@@ -80,6 +84,7 @@ def test_json_rows_have_exactly_the_issue_keys_and_the_ratios_of_their_repetitio
     assert p["violations_pct"] == pytest.approx(100 / 3, abs=0.01)  # of the 3 complete periods
     assert p["core_s"] == 100.0 and p["core_s_vs_static_peak"] == 0.5
     assert p["core_s_vs_floor"] == pytest.approx(round(100.0 / floor, 3))
+    assert p["floor_core_s"] == pytest.approx(round(floor, 1))  # no service time measured: the nominal floor
     assert (p["lost"], p["duplicated"]) == (0, 3)
     assert p["predicted_violations_pct"] is None and p["predicted_core_s"] is None  # no Flink engine model
     # repetition 2 has no static-peak run: against static peak's nominal slot-seconds (its sizes x duration)
