@@ -83,8 +83,11 @@ def fit_engine(series: list[dict[str, Any]]) -> EngineFit | None:
     )
 
 
-def documents(fit: EngineFit, trace_path: str, run: ReplaySettings) -> list[dict[str, Any]]:
-    """The replay's manifests: the bench's application on the fitted simulated engine (module doc)."""
+def documents(
+    fit: EngineFit, trace_path: str, run: ReplaySettings, noise: float = 0.0, seed: int = 0
+) -> list[dict[str, Any]]:
+    """The replay's manifests: the bench's application on the fitted simulated engine (module doc), its measured
+    rates with a relative error of ``noise`` (the simulated connector's ``noise``, seeded with ``seed``)."""
     from benchmarks.flink.product import catalog_document
     from benchmarks.flink.runner import taskmanager_type
     from benchmarks.loop.scenarios import deployment_documents, region_document, region_name
@@ -108,6 +111,8 @@ def documents(fit: EngineFit, trace_path: str, run: ReplaySettings) -> list[dict
         "backlog": True,
         "latencyOffsetMs": fit.latency_offset_s * 1000.0,
         "pathLatencyOnly": True,
+        "noise": noise,
+        "seed": seed,
     }
     app = replay_application(APPLICATION, connector, ops, region, run)
     catalog = catalog_document(
@@ -117,15 +122,19 @@ def documents(fit: EngineFit, trace_path: str, run: ReplaySettings) -> list[dict
     return [catalog, region_doc, app, *deployment_documents(app, region, node_type)]
 
 
-def closed_loop_prediction(series: list[dict[str, Any]], run: ReplaySettings) -> ClosedLoopPrediction | None:
+def closed_loop_prediction(
+    series: list[dict[str, Any]], run: ReplaySettings, noise: float = 0.0, seed: int = 0
+) -> ClosedLoopPrediction | None:
     """Run ``run.om_policy`` cold through the product on the engine fitted from ``series`` for as many periods
     as the run measured (module doc); None when the run cannot be fitted. Uses the database (what the replay
-    registers is removed again)."""
+    registers is removed again). ``noise`` > 0 adds a relative error of that standard deviation to every rate the
+    policy is shown (seeded with ``seed``; the fitted engine's own queues carry the true rates): the prediction
+    is exact by default, and with noise a study of how the policy copes with what a live monitor measures."""
     fit = fit_engine(series)
     if fit is None:
         return None
     periods = len(series)
     ticks, first = replay_ledger(
-        SCENARIO, lambda trace: documents(fit, trace, run), fit.rates, periods, CATALOG
+        SCENARIO, lambda trace: documents(fit, trace, run, noise, seed), fit.rates, periods, CATALOG
     )
     return count_ledger(ticks, first, periods, run.period_s, run.r_max_s, CONTROLLED)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,8 @@ class ClosedLoopPrediction:
     """What the product's ledger recorded for the simulated run: ``violations`` (periods whose worst path
     exceeded R_max) and ``violations_pct`` (% of the ``complete`` periods, or of all with ``over_all_periods``
     in :func:`count_ledger`), ``replica_s`` (replica-seconds of
-    the counted operators: slot-seconds on Flink, executor-seconds on Spark), ``reconfigurations``, ``periods``."""
+    the counted operators: slot-seconds on Flink, executor-seconds on Spark), ``reconfigurations``, ``periods``;
+    ``replicas``: per counted operator, the replicas each period ran."""
 
     violations_pct: float
     replica_s: float
@@ -47,6 +48,7 @@ class ClosedLoopPrediction:
     periods: int
     complete: int
     violations: int
+    replicas: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
 
 def replay_application(
@@ -118,6 +120,7 @@ def count_ledger(
     ``operators`` (each starting at 1 replica) times ``replica_cores``, violations in % of the complete periods
     (Flink's count), or of all periods with ``over_all_periods`` (Spark's, ``benchmarks.spark.runner.finish``)."""
     running = dict.fromkeys(operators, 1)
+    ran: dict[str, list[int]] = {op: [] for op in operators}
     replica_s = 0.0
     complete = violations = reconfigurations = 0
     for slot in range(first_slot, first_slot + periods):
@@ -129,6 +132,8 @@ def count_ledger(
             if dep:
                 running[op] = sum(int(n) for n in dep.values())
         replica_s += sum(running.values()) * period_s
+        for op in operators:
+            ran[op].append(running[op])
         paths = [v for v in (metrics.get("path_response_time_s") or {}).values() if v is not None]
         if paths and metrics.get("complete"):
             complete += 1
@@ -144,5 +149,11 @@ def count_ledger(
     base = periods if over_all_periods else complete
     pct = 100.0 * violations / base if base else float("nan")
     return ClosedLoopPrediction(
-        pct, replica_s * replica_cores, reconfigurations, periods, complete, violations
+        pct,
+        replica_s * replica_cores,
+        reconfigurations,
+        periods,
+        complete,
+        violations,
+        {op: tuple(ks) for op, ks in ran.items()},
     )

@@ -86,37 +86,6 @@ def test_on_the_engine_fitted_from_a_real_run_the_policy_meets_its_budget_under_
     assert predicted.replica_s < 2425.0, predicted
 
 
-def _ledger_counts(series: list[dict], seed: int, noise: float) -> tuple[list[int], float]:
-    """The counter's subtasks per period and the violations (%) of model-based-trend on the engine fitted from
-    ``series`` whose measured rates carry a relative error of ``noise`` (the simulated connector's ``noise``,
-    seeded with ``seed``)."""
-    from benchmarks.flink import closed_loop
-    from benchmarks.loop.replay import count_ledger, replay_ledger
-
-    settings = ReplaySettings(
-        closed_loop_policy("product:model-based-trend"), 2.0, 0.05, 0.2, 10.0, 100.0, 6, 8
-    )
-    fit = fit_engine(series)
-
-    def documents(trace: str) -> list[dict]:
-        docs = closed_loop.documents(fit, trace, settings)
-        for doc in docs:
-            if doc["kind"] == "Application":
-                doc["spec"]["connector"].update(noise=noise, seed=seed)
-        return docs
-
-    periods = len(series)
-    ticks, first = replay_ledger(closed_loop.SCENARIO, documents, fit.rates, periods, CATALOG)
-    counted = count_ledger(
-        ticks, first, periods, settings.period_s, settings.r_max_s, ("splitter", "counter")
-    )
-    counter = []
-    for slot in range(first, first + periods):
-        dep = ((ticks[slot].metrics or {}).get("operators", {}).get("counter") or {}).get("deployment") or {}
-        counter.append(int(sum(dep.values())))
-    return counter, counted.violations_pct
-
-
 def _reversed_scale_ins(ks: list[int], within: int = 5) -> int:
     """Scale-ins followed by a scale-out within ``within`` periods."""
     return sum(
@@ -138,10 +107,13 @@ def test_measurement_noise_does_not_make_the_policy_scale_in_before_a_rise_it_th
 
     data = json.loads((Path(__file__).parents[2] / "fixtures" / "flink_series_2dec.json").read_text())
     series = next(r for r in data["runs"] if r["strategy"] == "product:model-based-trend")["series"]
+    settings = ReplaySettings(
+        closed_loop_policy("product:model-based-trend"), 2.0, 0.05, 0.2, 10.0, 100.0, 6, 8
+    )
     reversals, violations = 0, []
     for seed in (0, 3, 4, 5):
-        counter, viol = _ledger_counts(series, seed, 0.05)
-        reversals += _reversed_scale_ins(counter)
-        violations.append(viol)
+        predicted = closed_loop_prediction(series, settings, noise=0.05, seed=seed)
+        reversals += _reversed_scale_ins(list(predicted.replicas["counter"]))
+        violations.append(predicted.violations_pct)
     assert reversals == 0, (reversals, violations)
     assert max(violations) <= 10.0, violations
