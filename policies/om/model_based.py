@@ -86,8 +86,8 @@ What it learns and what it knows
   on the measured rates, one low reading before a rise had passed the check and the restart's catch-up then
   violated: over twelve seeds 7 reversed scale-ins, violations median 11 % (worst 18 %); with both, none and
   6 % (9 %), at 1 % fewer slot-seconds (``tests/connectors/flink/test_bench_closed_loop.py``). The settling
-  follows a change of any operator of the application (``Observation.periods_since_change``): Flink restarts the whole job, so an operator that did not change also
-  catches up; and within that catch-up it
+  follows a change of any operator of the application (``Observation.periods_since_change``): Flink restarts
+  the whole job, so an operator that did not change also catches up; and within that catch-up it
   proposes no scale-out when its measured capacity works the backlog off within a period at the rate it measured
   before (the catch-up's input and busy time are not the load to carry; in the closed loop on Flink's fitted
   engine two operators had scaled out on each other's catch-ups, each restart starting another).
