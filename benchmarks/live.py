@@ -6,8 +6,9 @@ repetition), ``periods`` (control periods measured), ``cold_start`` (False for a
 ``violations_pct`` (% of periods whose end-to-end latency exceeded R_max), ``core_s`` (core-seconds used: Spark
 executor-cores, Flink task slots of the controlled operators), ``core_s_vs_static_peak``, ``core_s_vs_floor``
 (against the clairvoyant floor of the run's rates), ``floor_core_s`` (that floor: the core-seconds of every period
-sized for its own mean rate at the per-replica capacity the bench assumes or, on Flink, measured; None in rows
-written before the key existed, whose ``core_s / core_s_vs_floor`` gives it), ``reconfigurations``, ``lost`` / ``duplicated`` (records, sink
+sized for its own mean rate at the per-replica capacity the bench assumes or, on Flink, measured; the rows
+recorded before the key existed carry the floor their run printed: Flink's nominal 1,540 slot-s up to run 15 of
+model-based-trend), ``reconfigurations``, ``lost`` / ``duplicated`` (records, sink
 vs trace), ``predicted_violations_pct`` / ``predicted_core_s`` (an engine model's prediction for the run's own
 series: the recorded deployments replayed on the model, so its core-seconds are the run's own for every strategy
 whose deployments the run recorded; None when the engine has none or it cannot be fitted),
