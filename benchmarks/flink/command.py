@@ -30,6 +30,7 @@ from benchmarks.flink.runner import (
     PRETRAINED,
     BenchConfig,
     RunResult,
+    json_floor,
     json_rows,
     measured_capacity,
     run_benchmark,
@@ -197,8 +198,7 @@ class Command(BaseCommand):
         lines += ["| " + " | ".join(str(row[c]) for c in cols) + " |" for row in rows]
         table = "\n".join(lines)
         self.stdout.write(table)
-        # the rows' floor: at the capacity these runs measured (runner.json_rows), else the nominal one
-        rows_floor = next((r["floor_core_s"] for r in rows_json if r["floor_core_s"]), floor)
+        rows_floor = json_floor(results, cfg)  # the floor the rows are against
         self.stdout.write(summary(rows_json, rows_floor, "slot-s"))
         measured = measured_floor_note(results, cfg, rows_json)
         self.stdout.write(measured)

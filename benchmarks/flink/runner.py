@@ -483,19 +483,24 @@ def run_line(r: RunResult, cfg: BenchConfig) -> str:
     )
 
 
+def json_floor(runs: list[tuple[int, RunResult]], cfg: BenchConfig) -> float:
+    """The clairvoyant floor (slot-s) the JSON rows are against: the one at the per-slot capacity these runs
+    measured (:func:`measured_capacity`, every run of the invocation), else the nominal one (1000 / ``cost_ms``).
+    No slot of a real machine reaches the sleep's nominal rate, so the nominal floor is not one any strategy
+    could run at (4 Dec: 81-85 records/s per busy slot against 100)."""
+    capacity, _ = measured_capacity([r for _, r in runs])
+    return cfg.floor_slot_s(capacity or None)
+
+
 def json_rows(runs: list[tuple[int, RunResult]], cfg: BenchConfig) -> list[dict[str, Any]]:
     """One ``benchmarks.live.record`` per (repetition, run): core_s = slot-seconds of splitter and counter,
     against the static-peak run of the same repetition (else static peak's nominal slot-seconds: its parallelism x
     the trace's duration) and against the clairvoyant floor; ``predicted_*``: the queue model fitted from the run
-    (``prediction.flink_prediction``; None when it could not be fitted). The floor is the one at the per-slot
-    capacity these runs measured (:func:`measured_capacity`, every run of the invocation), else the nominal one
-    (1000 / ``cost_ms``): no slot of a real machine reaches the sleep's nominal rate, so the nominal floor is not
-    one any strategy could run at (4 Dec: 81-85 records/s per busy slot against 100)."""
+    (``prediction.flink_prediction``; None when it could not be fitted). The floor is :func:`json_floor`'s."""
     rates = [r * cfg.rate_scale for r in cfg.schedule().rates]
     nominal = sum(cfg.static_parallelism(max(rates)).values()) * cfg.duration_s
     peak_of = {rep: r.slot_s for rep, r in runs if r.name == "static-peak" and r.slot_s > 0 and not r.error}
-    capacity, _ = measured_capacity([r for _, r in runs])
-    floor = cfg.floor_slot_s(capacity or None)
+    floor = json_floor(runs, cfg)
     return [
         record(
             "flink",

@@ -304,9 +304,8 @@ class ModelBased(Policy):
         self._waiting_jump: np.ndarray | None = None  # the last step proposed (kept while it waits)
         # periods after a restart-based change that still teach no bound (restart_aware)
         self._settle_left = 0
-        # the rate (tuples/s) of the latest period outside a change's settling (the catch-up hold's reference)
-        self._steady_rate = 0.0
-        # the rates (tuples/s) of the latest restart_rate_window such periods, oldest first (the drain check's)
+        # the rates (tuples/s) of the latest restart_rate_window periods outside a change's settling, oldest first:
+        # the restart-drain check plans for their largest, the catch-up hold for the latest (_steady_rate)
         self._steady_rates: list[float] = []
         self.engine = MicroBatchModel()  # engine_model: fitted from micro-batch measurements
         self._engine_ctx: engine_plan.EngineContext | None = None  # interval, partitions, period last seen
@@ -394,6 +393,12 @@ class ModelBased(Policy):
         capacity = self._replica_capacity()
         cap = np.where(capacity > self.thr_lo, capacity, np.inf)
         return np.minimum(self.thr_hi, cap)
+
+    @property
+    def _steady_rate(self) -> float:
+        """The rate (tuples/s) of the latest period outside a change's settling (the catch-up hold's reference);
+        0 before any."""
+        return self._steady_rates[-1] if self._steady_rates else 0.0
 
     def _replica_capacity(self, typical: bool = False) -> np.ndarray:
         """Per speed rank, the per-replica capacity (tuples/s) measured from utilisation, carried to the speeds
@@ -498,7 +503,6 @@ class ModelBased(Policy):
             # with restart_aware so are the periods after it that a restart's catch-up spans
             settling = self.params["capacity_bound"] and self._settling(k_prev, k_now, obs)
             if not settling:
-                self._steady_rate = rate_now
                 window = int(self.params["restart_rate_window"])
                 self._steady_rates = [*self._steady_rates, rate_now][-window:]
             changed = False
@@ -1236,7 +1240,6 @@ class ModelBased(Policy):
             "lead": self.lead.state(),
             "waiting_jump": None if self._waiting_jump is None else self._waiting_jump.tolist(),
             "settle_left": self._settle_left,
-            "steady_rate": self._steady_rate,
             "steady_rates": self._steady_rates,
             "engine_model": self.engine.to_state(),
             "engine_ctx": None if self._engine_ctx is None else self._engine_ctx.state(),
@@ -1301,9 +1304,12 @@ class ModelBased(Policy):
         wj = meta.get("waiting_jump")
         self._waiting_jump = None if wj is None else np.asarray(wj, dtype=np.int64)
         self._settle_left = int(meta.get("settle_left", 0))  # states saved before restart_aware: none
-        self._steady_rate = float(meta.get("steady_rate", 0.0))  # states saved before the catch-up hold: none
-        # states saved before restart_rate_window: none (the check plans for the latest rate, as it did)
-        self._steady_rates = [float(r) for r in meta.get("steady_rates", [])]
+        # states saved before restart_rate_window kept only the latest rate, before the catch-up hold none
+        rates = meta.get("steady_rates")
+        if rates is None:
+            latest = float(meta.get("steady_rate", 0.0))
+            rates = [latest] if latest > 0.0 else []
+        self._steady_rates = [float(r) for r in rates]
         # states saved before engine_model existed start a new fit
         em = meta.get("engine_model")
         self.engine = MicroBatchModel() if em is None else MicroBatchModel.from_state(em)

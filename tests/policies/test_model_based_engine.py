@@ -14,6 +14,7 @@ from policies.base import JUMP, Observation
 from policies.engine_model import effective_parallelism
 from policies.om.model_based import ModelBased
 from policies.operator_model import NodeType, OperatorSpec, RateLevels
+from tests.deployment_counts import reversed_scale_ins
 
 A_S, B_S = (
     1.0,
@@ -280,16 +281,6 @@ def test_on_an_engine_that_scales_sublinearly_the_learned_exponent_violates_less
     assert [k for k, _, _ in _run(ModelBased(_spec(), params), _ramp())] == held
 
 
-def _reversals(deployments: list[int]) -> int:
-    """Scale-ins followed by a scale-out within the next five periods."""
-    ks = deployments
-    return sum(
-        1
-        for i in range(1, len(ks))
-        if ks[i] < ks[i - 1] and any(ks[j] > ks[j - 1] for j in range(i + 1, min(len(ks), i + 6)))
-    )
-
-
 def test_a_scale_in_waits_until_it_carries_the_rate_through_its_settling() -> None:
     """On the engine that scales as e ** 0.6, a step to 75 tuples/s: 4 executors carry it once settled (83
     tuples/s) but not through the slower batches after a scale-in (about 64 at the penalty measured after one).
@@ -300,7 +291,7 @@ def test_a_scale_in_waits_until_it_carries_the_rate_through_its_settling() -> No
     policy = ModelBased(_spec(), params)
     run = _run(policy, [10.0, 20, 30, 40, 40, 40, 40, 40] + [75.0] * 20, scaling=0.6)
     ks = [k for k, _, _ in run]
-    assert _reversals(ks) <= 1, ks
+    assert reversed_scale_ins(ks) <= 1, ks
     assert _violations(run) <= 5, ks
     notes = [p.explanation["settling"] for _, _, p in run if "settling" in p.explanation]
     assert notes, ks
@@ -323,7 +314,7 @@ def test_on_a_falling_rate_it_scales_in_without_reversing() -> None:
     rates = [10.0, 20, 40, 60, 80, 100, 120, 120, 120, 120] + [120 - 8 * i for i in range(14)] + [20.0] * 10
     run = _run(ModelBased(_spec(), params), rates)
     ks = [k for k, _, _ in run]
-    assert _reversals(ks) <= 1, ks
+    assert reversed_scale_ins(ks) <= 1, ks
     assert max(ks) == 6 and ks[-1] <= 2, ks
 
 

@@ -11,6 +11,7 @@ import pytest
 from policies.base import Observation
 from policies.om.model_based import ModelBased
 from policies.operator_model import NodeType, OperatorSpec, RateLevels
+from tests.deployment_counts import reversed_scale_ins
 
 C, PERIOD_S, R_MAX_S, K_MAX = 40.0, 10.0, 3.0, 8  # tuples/s per replica, s, s, replicas
 PARAMS = {"capacity_bound": True, "multi_step": True, "trend_periods": 3}  # model-based-trend
@@ -67,23 +68,14 @@ def _run(
     return ks, violated, sum(ks), policy
 
 
-def _reversals(ks: list[int]) -> int:
-    """Scale-ins followed by a scale-out within 5 periods."""
-    return sum(
-        1
-        for i in range(1, len(ks))
-        if ks[i] < ks[i - 1] and any(ks[j] > ks[j - 1] for j in range(i + 1, min(len(ks), i + 6)))
-    )
-
-
 @pytest.mark.parametrize("downtime_s", [9.0, 13.0])
 def test_restarts_longer_than_most_of_a_period_no_longer_reverse_scale_ins(downtime_s: float) -> None:
     """Measured without the rule: 4 reversals (8 -> 6 -> 7 -> 8, 8 -> 5 -> 6 -> 8, ...), 32-34 violated periods
     and 423-426 replica-periods; with it none, 19-24 and 304-374."""
     ks_on, viol_on, cost_on, _ = _run({**PARAMS, "restart_aware": True}, downtime_s)
     ks_off, viol_off, cost_off, _ = _run({**PARAMS, "restart_aware": False}, downtime_s)
-    assert _reversals(ks_off) >= 2, ks_off  # the engine provokes what the rule is for
-    assert _reversals(ks_on) == 0, ks_on
+    assert reversed_scale_ins(ks_off) >= 2, ks_off  # the engine provokes what the rule is for
+    assert reversed_scale_ins(ks_on) == 0, ks_on
     assert viol_on < viol_off and cost_on < cost_off, (viol_on, viol_off, cost_on, cost_off)
     assert ks_on[-1] < max(ks_on)  # it still scales in on the fall
 
@@ -227,7 +219,7 @@ def test_a_scale_in_drains_the_restart_at_the_latest_peak_rate_not_at_one_low_re
     assert len(restored._steady_rates) == 3 and max(restored._steady_rates) == pytest.approx(84.0)
 
 
-def test_the_drain_checks_read_the_pooled_capacity_not_the_largest_ratio() -> None:
+def test_typical_capacity_is_the_pooled_ratio_not_the_largest() -> None:
     """Per-period ratios x / u of 81, 90 and 84 tuples/s per replica (busy 0.5 each): the largest is 90, the
     pooled sum x / sum u 85. Without a measurement, inf."""
     from policies.om.model_based import capacity_estimates, typical_capacity
@@ -245,3 +237,22 @@ def test_the_drain_checks_read_the_pooled_capacity_not_the_largest_ratio() -> No
 def test_restart_rate_window_must_be_a_positive_integer(window: object) -> None:
     with pytest.raises(ValueError, match=r"params\.restart_rate_window: must be (>= 1|an integer|a number)"):
         ModelBased(_spec(), {"restart_rate_window": window})
+
+
+def test_a_state_saved_with_only_the_latest_steady_rate_loads_it_as_a_window_of_one() -> None:
+    """States saved before ``restart_rate_window`` kept ``steady_rate`` alone: the catch-up hold reads it as
+    before, and the drain check starts its window from it."""
+    policy = ModelBased(_spec(), {**PARAMS, "restart_aware": True})
+    for i in range(12):
+        policy.step(_steady(3, 80.0 + 4.0 * (-1) ** i, since=20 + i))
+    get_state = policy._get_state
+
+    def legacy_state() -> tuple[dict, dict]:
+        meta, arrays = get_state()
+        meta = {k: v for k, v in meta.items() if k != "steady_rates"}
+        return {**meta, "steady_rate": 70.0}, arrays
+
+    policy._get_state = legacy_state  # type: ignore[method-assign]
+    restored = ModelBased(_spec(), {**PARAMS, "restart_aware": True})
+    restored.load_state(policy.state_bytes())
+    assert restored._steady_rates == [70.0] and restored._steady_rate == 70.0

@@ -9,6 +9,7 @@ import pytest
 from autoscaler.models import Application, NodeTypeCatalog
 from benchmarks.flink.closed_loop import CATALOG, ReplaySettings, closed_loop_prediction, fit_engine
 from benchmarks.flink.runner import closed_loop_policy
+from tests.deployment_counts import reversed_scale_ins
 
 pytestmark = pytest.mark.django_db
 
@@ -86,15 +87,6 @@ def test_on_the_engine_fitted_from_a_real_run_the_policy_meets_its_budget_under_
     assert predicted.replica_s < 2425.0, predicted
 
 
-def _reversed_scale_ins(ks: list[int], within: int = 5) -> int:
-    """Scale-ins followed by a scale-out within ``within`` periods."""
-    return sum(
-        1
-        for i in range(1, len(ks))
-        if ks[i] < ks[i - 1] and any(ks[j] > ks[j - 1] for j in range(i + 1, min(len(ks), i + within + 1)))
-    )
-
-
 def test_measurement_noise_does_not_make_the_policy_scale_in_before_a_rise_it_then_reverses():
     """The 2 Dec run's fitted engine with 5 % noise on every measured rate (Flink's per-period rate over busy
     time spread 81-90 words/s on 4 Dec). One low reading used to pass the restart-drain check of a scale-in
@@ -113,7 +105,7 @@ def test_measurement_noise_does_not_make_the_policy_scale_in_before_a_rise_it_th
     reversals, violations = 0, []
     for seed in (0, 3, 4, 5):
         predicted = closed_loop_prediction(series, settings, noise=0.05, seed=seed)
-        reversals += _reversed_scale_ins(list(predicted.replicas["counter"]))
+        reversals += reversed_scale_ins(list(predicted.replicas["counter"]))
         violations.append(predicted.violations_pct)
     assert reversals == 0, (reversals, violations)
     assert max(violations) <= 10.0, violations
