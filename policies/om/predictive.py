@@ -68,6 +68,12 @@ The default (0.1 %) is the benchmarks'; the control loop sets it, unless the app
 the application's declared eta_V shared among the controlled operators of its longest path
 (``Policy.SLO_PARAMS``; ``autoscaler.control.agents.slo_params``).
 
+Runs of under-forecasts (``shift_sigmas``, ``shift_slack``): the residual level takes ``level_alpha`` of each
+one-period error, so a rise that stays within the noise period by period (the Taxi trace's day-305 burst on
+infrastructure B, K_max 20: errors of +1 to +3.3 standard deviations for 15 periods) was followed at a fifth of its
+size, and the plan held 4 and then 5 replicas through 9 violating periods. An upward CUSUM of the standardised errors
+(:mod:`policies.seasonal`) raises the level by the rest of such a run's mean error when it passes ``shift_sigmas``.
+
 Surprise steps (``surprise_steps``): a rate farther from its one-period forecast than ``jump_sigmas`` error standard
 deviations (a step, a flash crowd, its end) is news no forecast carried; the forecaster's level follows it at once
 (:attr:`policies.seasonal.SeasonalForecaster.jumped`) and the plan is made again on it. That plan may add several
@@ -115,6 +121,11 @@ LEVEL_ALPHA = 0.2  # weight of a new residual in the residual level (EWMA; 1 = l
 CLIP_SIGMAS = 3.0  # robustness to one-offs: a season moves a profile bin, an error counts in the variance, by
 #                    at most this many error stds (0 = no clipping)
 JUMP_SIGMAS = 6.0  # a rate this many one-period error stds off its forecast sets the residual level at once
+#: a run of under-forecasts within the noise is found by an upward CUSUM of the standardised one-period errors
+#: (policies.seasonal): past this decision limit (error stds) the level is raised by the rest of the run's mean
+#: error (0 = never); the slack is the part of each error that counts as noise (error stds)
+SHIFT_SIGMAS = 6.0
+SHIFT_SLACK = 1.0
 #: a profile bin's deviation beyond clip_sigmas in the same direction as its last season's is the season, not a
 #: one-off, and is taken in whole (policies.seasonal: a first season that was a holiday is unlearned)
 REPEATS_ARE_SEASONS = True
@@ -189,6 +200,8 @@ class Predictive(Policy):
         "interpolate": INTERPOLATE,
         "clip_sigmas": CLIP_SIGMAS,
         "jump_sigmas": JUMP_SIGMAS,
+        "shift_sigmas": SHIFT_SIGMAS,
+        "shift_slack": SHIFT_SLACK,
         "repeats_are_seasons": REPEATS_ARE_SEASONS,
         "delayed_bins": DELAYED_BINS,
         "horizon": HORIZON,
@@ -235,7 +248,7 @@ class Predictive(Policy):
             raise ValueError(f"params.level_alpha: must be in (0, 1], got {params['level_alpha']}")
         if params["memory_periods"] < 1:
             raise ValueError(f"params.memory_periods: must be >= 1, got {params['memory_periods']}")
-        for key in ("clip_sigmas", "jump_sigmas"):
+        for key in ("clip_sigmas", "jump_sigmas", "shift_sigmas", "shift_slack"):
             if params[key] < 0:
                 raise ValueError(f"params.{key}: must be >= 0, got {params[key]}")
         if params["replan_sigmas"] <= 0:
@@ -301,6 +314,8 @@ class Predictive(Policy):
             p["jump_sigmas"],
             p["repeats_are_seasons"],
             p["delayed_bins"],
+            p["shift_sigmas"],
+            p["shift_slack"],
         )
         # the plan's space: deployments mixing at most max_mixed_types node types (classes as the inner's)
         self.space = (
@@ -520,6 +535,7 @@ class Predictive(Policy):
             "forecast_tuples_s": [round(float(x), 1) for x in xhat[e[:-1]]],
             "forecast_periods_ahead": (e[:-1] + 1).tolist(),
             "next_period_error_std_tuples_s": self.fc.error_std(1, float(xhat[0])),
+            "level_raised_by_a_run": self.fc.shifted,
             "committed_to_period": None if committed is None else self.commit[0],
         }
 
