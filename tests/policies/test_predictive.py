@@ -101,14 +101,15 @@ def _forecaster(shift_sigmas: float) -> SeasonalForecaster:
     )
 
 
-def _ramp(slope: float, sign: float = 1.0) -> np.ndarray:
-    """2,000 periods at 450 tuples/s, then 20 periods rising (``sign`` -1: falling) by ``slope`` tuples/s each,
-    then 30 at the end level; Poisson counts."""
+def _ramp(slope: float, sign: float = 1.0, flat: int = 2000, hold: int = 30, tail: int = 0) -> np.ndarray:
+    """``flat`` periods at 450 tuples/s, then 20 periods rising (``sign`` -1: falling) by ``slope`` tuples/s each,
+    ``hold`` at the end level and ``tail`` back at 450; Poisson counts."""
     shape = np.concatenate(
         [
-            np.full(2000, 450.0),
+            np.full(flat, 450.0),
             450.0 + sign * slope * np.arange(1, 21),
-            np.full(30, 450.0 + sign * 20 * slope),
+            np.full(hold, 450.0 + sign * 20 * slope),
+            np.full(tail, 450.0),
         ]
     )
     return np.random.default_rng(5).poisson(shape).astype(float)
@@ -171,15 +172,7 @@ def test_a_run_of_under_forecasts_is_met_before_it_violates(infra, k_max, slope)
     violating period, A K20 2); with it, none, at a lower cost."""
     spec = paper_spec(infra, 3, k_max)
     start = 2 * 1440 + 600
-    shape = np.concatenate(
-        [
-            np.full(start, 450.0),
-            450 + slope * np.arange(1, 21),
-            np.full(60, 450 + 20 * slope),
-            np.full(600, 450.0),
-        ]
-    )
-    trace = np.random.default_rng(5).poisson(shape).astype(float)
+    trace = _ramp(slope, flat=start, hold=60, tail=600)
     runs = {s: run_operator(trace, Predictive(spec, {"shift_sigmas": s}), spec=spec) for s in (0.0, 6.0)}
     assert runs[0.0].violation[start:].sum() > 0
     assert runs[6.0].violation[start:].sum() == 0
