@@ -503,8 +503,8 @@ class ModelBased(Policy):
             # with restart_aware so are the periods after it that a restart's catch-up spans
             settling = self.params["capacity_bound"] and self._settling(k_prev, k_now, obs)
             if not settling:
-                window = int(self.params["restart_rate_window"])
-                self._steady_rates = [*self._steady_rates, rate_now][-window:]
+                self._steady_rates.append(rate_now)  # in place: this runs every period of every operator
+                del self._steady_rates[: -int(self.params["restart_rate_window"])]
             changed = False
             # a violation in a period without throughput (x = 0: a stalled or mis-measured period) says nothing
             # about the per-replica bound; taken as a bound it would read "every deployment violates" forever

@@ -35,6 +35,12 @@ def _daily(days: int, low: float, high: float, rise: int, fall: int) -> np.ndarr
     return np.tile(day, days)
 
 
+def _forecaster(shift_sigmas: float = 0.0) -> SeasonalForecaster:
+    """The forecaster ``predictive`` builds with its defaults (60-s periods), the upward CUSUM at ``shift_sigmas``
+    (0: off)."""
+    return Predictive(paper_spec("A", 3, 10), {"shift_sigmas": shift_sigmas}).fc
+
+
 def test_forecaster_learns_a_daily_sine_within_a_bound():
     rng = np.random.default_rng(0)
     t = np.arange(1440 * 5)
@@ -68,14 +74,14 @@ def test_a_flash_crowd_is_not_learned_as_a_daily_event():
     rate = np.full(1440 * 3, 150.0)
     at = 1440 + 720
     rate[at : at + 15] = 900.0  # once, on day 2 at noon
-    fc = SeasonalForecaster(60.0, 86_400.0, 604_800.0, 600.0, 2.0, 0.2, 28 * 86_400.0, True, 3.0, 6.0)
+    fc = _forecaster()
     noisy = rng.poisson(rate).astype(float)
     for x in noisy[: at + 1]:
         fc.observe(float(x))
     assert fc.forecast(1)[0] > 600.0  # the level followed the jump at once
     assert fc.jumped  # ... and says so (the plan may step on it: ``surprise_steps``)
     meta, arrays = fc.state()
-    twin = SeasonalForecaster(60.0, 86_400.0, 604_800.0, 600.0, 2.0, 0.2, 28 * 86_400.0, True, 3.0, 6.0)
+    twin = _forecaster()
     twin.load(meta, arrays)
     assert twin.jumped
     for x in noisy[at + 1 : at + 1440 - 30]:
@@ -88,17 +94,6 @@ def test_a_flash_crowd_is_not_learned_as_a_daily_event():
     for x in noisy[: at + 1440 - 30]:
         free.observe(float(x))
     assert free.forecast(60).max() > 300.0
-
-
-def _forecaster(shift_sigmas: float) -> SeasonalForecaster:
-    """The policy's forecaster settings, with the upward CUSUM at ``shift_sigmas`` (0: off)."""
-    return SeasonalForecaster(
-        *(60.0, 86_400.0, 604_800.0, 600.0, 2.0, 0.2, 28 * 86_400.0),
-        clip_sigmas=3.0,
-        jump_sigmas=6.0,
-        shift_sigmas=shift_sigmas,
-        shift_slack=1.0,
-    )
 
 
 def _ramp(slope: float, sign: float = 1.0, flat: int = 2000, hold: int = 30, tail: int = 0) -> np.ndarray:
